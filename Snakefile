@@ -1,0 +1,28 @@
+# Reproduction workflow: `snakemake --cores N` regenerates every table and figure of the papers
+# (list in ../shared/reproduction.md) from config/.  This file only wires; rules live in
+# workflow/rules/, helpers in workflow/rules/common.smk.
+from snakemake.utils import min_version, validate
+
+min_version("9.0")
+
+
+configfile: "config/config.yaml"
+
+
+validate(config, "workflow/schemas/config.schema.yaml")
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/bsp.smk"
+include: "workflow/rules/vecops.smk"
+include: "workflow/rules/collision.smk"
+include: "workflow/rules/rgf.smk"
+
+
+report: "workflow/report/workflow.rst"
+
+
+rule all:
+    default_target: True
+    input:
+        ALL_TARGETS,

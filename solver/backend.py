@@ -1,0 +1,143 @@
+"""Array backends chosen by name: ``numpy`` (reference, test oracle), ``numba`` (multi-threaded
+CPU fast paths, array code still NumPy) and ``cupy`` (GPU).
+
+Array code is written once against ``backend.xp``.  Modules with hand-written fast paths (numba
+``njit`` or CuPy Raw/Elementwise/Reduction kernels) dispatch on ``backend.name`` and keep the
+array version as the reference the tests compare against.  CuPy and numba are imported lazily.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+BACKENDS = ("numpy", "numba", "cupy")
+
+
+class BackendUnavailable(RuntimeError):
+    """The requested backend cannot be used on this machine (package or device missing)."""
+
+
+@dataclass
+class Backend:
+    name: str
+    xp: Any
+    threads: int = 1
+    _extra: dict = field(default_factory=dict, repr=False)
+
+    @property
+    def is_gpu(self) -> bool:
+        return self.name == "cupy"
+
+    # -- arrays -----------------------------------------------------------------
+    def asarray(self, a, dtype=None):
+        return self.xp.asarray(a, dtype=dtype)
+
+    def to_numpy(self, a):
+        if self.is_gpu and not isinstance(a, np.ndarray):
+            return self.xp.asnumpy(a)
+        return np.asarray(a)
+
+    def scalar(self, a) -> float:
+        return float(self.to_numpy(a))
+
+    def synchronize(self) -> None:
+        if self.is_gpu:
+            self.xp.cuda.get_current_stream().synchronize()
+
+    # -- description -------------------------------------------------------------
+    def device_info(self) -> dict:
+        info = {"backend": self.name, "threads": self.threads}
+        if self.is_gpu:
+            cp = self.xp
+            dev = cp.cuda.Device()
+            props = cp.cuda.runtime.getDeviceProperties(dev.id)
+            name = props["name"]
+            info.update(
+                device=name.decode() if isinstance(name, bytes) else str(name),
+                device_id=dev.id,
+                compute_capability=dev.compute_capability,
+                multiprocessors=props.get("multiProcessorCount"),
+                global_memory_bytes=props.get("totalGlobalMem"),
+                l2_cache_bytes=props.get("l2CacheSize"),
+                memory_clock_khz=props.get("memoryClockRate"),
+                memory_bus_width_bits=props.get("memoryBusWidth"),
+                driver_version=cp.cuda.runtime.driverGetVersion(),
+                runtime_version=cp.cuda.runtime.runtimeGetVersion(),
+                cupy_version=cp.__version__,
+            )
+        else:
+            from solver.provenance import cpu_model
+
+            info["device"] = cpu_model()
+        return info
+
+
+def gpu_available() -> bool:
+    """True when CuPy imports and sees at least one CUDA device."""
+    try:
+        import cupy  # noqa: F401
+
+        return cupy.cuda.runtime.getDeviceCount() > 0
+    except Exception:
+        return False
+
+
+def numba_available() -> bool:
+    try:
+        import numba  # noqa: F401
+
+        return True
+    except Exception:
+        return False
+
+
+def available_backends() -> list[str]:
+    names = ["numpy"]
+    if numba_available():
+        names.append("numba")
+    if gpu_available():
+        names.append("cupy")
+    return names
+
+
+def default_backend_name() -> str:
+    """``cupy`` when a GPU is present, else ``numpy`` (what the README's main command uses)."""
+    return "cupy" if gpu_available() else "numpy"
+
+
+def get_backend(name: str = "numpy", threads: int | None = None) -> Backend:
+    """Return the backend called ``name`` ('numpy', 'numba', 'cupy' or 'auto')."""
+    if name == "auto":
+        name = default_backend_name()
+    if name not in BACKENDS:
+        raise ValueError(f"unknown backend {name!r}; allowed: {', '.join(BACKENDS)} or 'auto'")
+    if name == "numpy":
+        return Backend("numpy", np, threads=1)
+    if name == "numba":
+        try:
+            import numba
+        except ImportError as exc:  # pragma: no cover - depends on the machine
+            raise BackendUnavailable("backend 'numba' needs the numba package (pip install numba)") from exc
+        n = threads or int(os.environ.get("NUMBA_NUM_THREADS", 0)) or os.cpu_count() or 1
+        n = min(n, numba.config.NUMBA_NUM_THREADS)
+        numba.set_num_threads(n)
+        return Backend("numba", np, threads=n)
+    try:
+        import cupy
+    except ImportError as exc:
+        raise BackendUnavailable("backend 'cupy' needs CuPy (pip install cupy-cuda12x or cupy-cuda13x)") from exc
+    if not gpu_available():
+        raise BackendUnavailable("backend 'cupy': CuPy is installed but no CUDA device is visible")
+    return Backend("cupy", cupy, threads=1)
+
+
+def array_module(a):
+    """NumPy or CuPy, whichever owns ``a`` (SigPy's get_array_module)."""
+    if type(a).__module__.startswith("cupy"):
+        import cupy
+
+        return cupy
+    return np

@@ -1,0 +1,100 @@
+"""Shared infrastructure: config validation messages, atomic output, timers, provenance."""
+import json
+
+import numpy as np
+import pytest
+
+from solver import config as C
+from solver import io, provenance
+from solver.backend import get_backend
+from solver.timing import PhaseTimer
+
+SCHEMA = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "mesh": {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {
+                "NPHI": {"type": "integer", "minimum": 4, "multipleOf": 2, "default": 48,
+                          "description": "even integer >= 4"},
+                "NX": {"type": "integer", "minimum": 5, "default": 65},
+            },
+        },
+        "cfl": {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1, "default": 0.6},
+    },
+}
+
+
+def test_defaults_filled():
+    cfg = C.validate({}, SCHEMA)
+    assert cfg == {"mesh": {"NPHI": 48, "NX": 65}, "cfl": 0.6}
+
+
+@pytest.mark.parametrize(
+    "cfg, key, words",
+    [
+        ({"mesh": {"NPHI": 47}}, "mesh.NPHI", "even integer"),
+        ({"cfl": 1.5}, "cfl", "< 1"),
+        ({"mesh": {"NX": -3}}, "mesh.NX", ">= 5"),
+        ({"mesh": {"NQ": 3}}, "mesh", "allowed keys: NPHI, NX"),
+    ],
+)
+def test_bad_values_name_the_key(cfg, key, words):
+    with pytest.raises(C.ConfigError) as exc:
+        C.validate(cfg, SCHEMA)
+    msg = str(exc.value)
+    assert f"'{key}'" in msg and words in msg
+
+
+def test_overrides_parse_yaml_scalars():
+    cfg = C.apply_overrides({"mesh": {"NX": 65}}, ["mesh.NX=33", "cfl=0.5", "name=abc"])
+    assert cfg == {"mesh": {"NX": 33}, "cfl": 0.5, "name": "abc"}
+    with pytest.raises(C.ConfigError):
+        C.apply_overrides({}, ["novalue"])
+
+
+def test_missing_config_file(tmp_path):
+    with pytest.raises(C.ConfigError, match="does not exist"):
+        C.load_yaml(tmp_path / "nope.yaml")
+
+
+def test_atomic_write_leaves_nothing_on_failure(tmp_path):
+    target = tmp_path / "a.json"
+    with pytest.raises(RuntimeError):
+        with io.atomic_path(target) as tmp:
+            tmp.write_text("partial")
+            raise RuntimeError("boom")
+    assert not target.exists() and list(tmp_path.iterdir()) == []
+    io.write_json(target, {"x": np.float64(1.5), "a": np.arange(3)})
+    assert json.loads(target.read_text()) == {"x": 1.5, "a": [0, 1, 2]}
+
+
+def test_hdf5_units(tmp_path):
+    h5py = pytest.importorskip("h5py")
+    io.write_hdf5(tmp_path / "f.h5", {"V": np.ones((2, 3))}, attrs={"cfg": {"a": 1}}, units={"V": "V"})
+    with h5py.File(tmp_path / "f.h5") as f:
+        assert f["V"].attrs["units"] == "V" and f["V"].shape == (2, 3)
+        assert json.loads(f.attrs["cfg"]) == {"a": 1}
+
+
+def test_phase_timer_nesting_and_counts():
+    t = PhaseTimer(get_backend("numpy"))
+    for _ in range(3):
+        with t.phase("BTE"):
+            with t.phase("WENO_x"):
+                sum(range(1000))
+        step = t.end_step()
+        assert set(step) == {"BTE", "BTE/WENO_x"}
+        assert step["BTE"] >= step["BTE/WENO_x"] > 0
+    s = t.summary()
+    assert s["steps"] == 3 and s["calls"]["BTE/WENO_x"] == 3
+
+
+def test_provenance_record():
+    rec = provenance.collect({"a": 1}, get_backend("numpy"))
+    for key in ("date_utc", "git", "libraries", "cpu", "threads", "device", "config_hash", "machine_tag"):
+        assert key in rec
+    assert rec["libraries"]["numpy"] == np.__version__
+    assert rec["machine_tag"]

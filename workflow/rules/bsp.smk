@@ -1,0 +1,1 @@
+# Rules of the bsp study (filled by its issue).  Conventions: see common.smk.

@@ -1,0 +1,1 @@
+# Rules of the rgf study (filled by its issue).  Conventions: see common.smk.

@@ -1,0 +1,1 @@
+# Rules of the vecops study (filled by its issue).  Conventions: see common.smk.
