@@ -1,0 +1,89 @@
+"""Physical outputs of a BSP state (physics.md §9): profiles in the reference's CSV columns,
+scalars, and HDF5 fields with units as attributes."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from solver import io
+from solver.bsp.constants import N_VALLEYS, Q, VALLEY_DEGENERACY
+
+
+def trapezoid(y, dx):
+    y = np.asarray(y)
+    return float(dx * (y.sum(axis=-1) - 0.5 * (y[..., 0] + y[..., -1])))
+
+
+def profiles(model, rho, j_sub, eps, deps_dx) -> pd.DataFrame:
+    """One row per x node, the columns of the reference's ``profiles_*.csv``.
+
+    rho, j_sub, eps, deps_dx: host arrays (NX, 3, N_sbn); j_sub is the per-subband current of one
+    valley of the pair (dimensionless); totals include the valley-pair degeneracy."""
+    s = model.scales
+    Ns_sub = rho * s.rho
+    j_sub_phys = j_sub * s.j
+    Ns = VALLEY_DEGENERACY * Ns_sub.sum(axis=(1, 2))
+    j = VALLEY_DEGENERACY * j_sub_phys.sum(axis=(1, 2))
+    cols = {
+        "x_m": model.x * s.Lx,
+        "j_total_A_per_m": j,
+        "Ns_total_m-2": Ns,
+        "vdrift_m_per_s": j / (Q * Ns),
+    }
+    P = model.N_sbn
+    for name, arr, scale in (
+        ("eps", eps, s.energy_eV, ),
+        ("Ns", Ns_sub, 1.0),
+        ("j", j_sub_phys, 1.0),
+        ("depsdx", deps_dx, s.energy_eV / s.Lx),
+    ):
+        unit = {"eps": "eV", "Ns": "m-2", "j": "A_per_m", "depsdx": "eV_per_m"}[name]
+        for nu in range(N_VALLEYS):
+            for p in range(P):
+                cols[f"{name}_nu{nu}_p{p}_{unit}"] = arr[:, nu, p] * scale
+    return pd.DataFrame(cols)
+
+
+def scalars_row(model, step, t, dt, rho, j_sub, newton_iterations) -> dict:
+    """Time-series record: mass int N_s dx per metre of width, mean current <j> (A/m)."""
+    s = model.scales
+    Ns = VALLEY_DEGENERACY * rho.sum(axis=(1, 2)) * s.rho
+    j = VALLEY_DEGENERACY * j_sub.sum(axis=(1, 2)) * s.j
+    return {
+        "step": int(step),
+        "time_s": float(t * s.t),
+        "dt_s": float(dt * s.t),
+        "total_mass_per_m": trapezoid(Ns, model.dx * s.Lx),
+        "mean_current_A_per_m": trapezoid(j, model.dx),
+        "newton_iterations": int(newton_iterations),
+    }
+
+
+FIELD_UNITS = {
+    "x": "m", "z": "m", "w": "eV", "phi": "rad",
+    "V": "V", "N": "m^-3", "N_D": "m^-3", "eps": "eV", "deps_dx": "eV/m", "rho": "m^-2",
+    "j": "A/m", "chi": "m^-1/2", "Ns": "m^-2", "PhiHat": "1 (dimensionless, scaled by rho*/eps*)",
+}
+
+
+def write_fields(path, model, host: dict, t: float, step: int, attrs: dict | None = None) -> None:
+    """HDF5 snapshot in physical units.  ``host`` holds NumPy arrays V, N, eps, deps_dx, rho, chi, j_sub."""
+    s = model.scales
+    data = {
+        "x": model.x * s.Lx,
+        "z": model.z * s.Z,
+        "w": model.w * s.energy_eV,
+        "V": host["V"] * s.V,
+        "N": host["N"] * s.n,
+        "N_D": model.N_D * s.n,
+        "eps": host["eps"] * s.energy_eV,
+        "deps_dx": host["deps_dx"] * s.energy_eV / s.Lx,
+        "rho": host["rho"] * s.rho,
+        "Ns": VALLEY_DEGENERACY * host["rho"].sum(axis=(1, 2)) * s.rho,
+        "j": VALLEY_DEGENERACY * host["j_sub"].sum(axis=(1, 2)) * s.j,
+        "chi": host["chi"] / np.sqrt(s.Z),
+    }
+    a = {"time_s": t * s.t, "step": int(step),
+         "layout": "Phi-derived arrays in order i > nu > p (> l > m); V, N: (x, z)"}
+    a.update(attrs or {})
+    io.write_hdf5(path, data, attrs=a, units=FIELD_UNITS)

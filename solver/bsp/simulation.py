@@ -1,0 +1,367 @@
+"""The BSP time loop (physics.md §7-§8): start-up (INITCOND, THERMEQUIL, equilibrium BTE state),
+TVD-RK3 steps with the Schroedinger-Poisson block re-solved after every stage, the adaptive CFL
+time step, outputs at a cadence, checkpoint and resume, phase timers named as in the papers.
+
+Each RK stage: overlap W from the current chi; BTE right-hand side (WENO x, w, phi and
+scattering gain/loss) on the stage data; RK update; DENS; ITER (POTENTIAL); d eps/dx.
+"""
+from __future__ import annotations
+
+import math
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from solver import io, provenance
+from solver.backend import get_backend
+from solver.bsp import bte, dens, output, poisson, scattering, schrodinger
+from solver.bsp.model import Model
+from solver.timing import PhaseTimer
+
+CHECKPOINT = "checkpoint.h5"
+STATE_ARRAYS = ("Phi", "V", "eps", "chi", "deps_dx")
+
+
+@dataclass
+class State:
+    """Everything that carries from one step to the next (backend arrays + scalars)."""
+    Phi: object
+    V: object
+    eps: object
+    chi: object
+    deps_dx: object
+    step: int = 0
+    t: float = 0.0  # dimensionless time
+    A_eps: float = 0.0
+    newton_iterations: int = 0  # of the last step
+    # derived from Phi by DENS (recomputed, never checkpointed)
+    rho: object = None
+    PhiHat: object = None
+    N: object = None
+
+
+@dataclass
+class Equilibrium:
+    """Start-up data that stays fixed: V_b(z), rho^eq(x) (THERMEQUIL), the constant A."""
+    V_b: object
+    rho_eq: object
+    A: float
+    initcond_iterations: int
+    thermequil_iterations: int
+
+
+class Simulation:
+    def __init__(self, cfg: dict, backend=None, out_dir=None, progress: bool | None = None, log=sys.stderr):
+        self.cfg = cfg
+        self.model = Model(cfg)
+        nm = cfg["numerics"]
+        self.backend = backend or get_backend(nm["backend"], nm["threads"])
+        self.xp = self.backend.xp
+        self.out = Path(out_dir) if out_dir is not None else None
+        self.progress = cfg["output"]["progress"] if progress is None else progress
+        self.log = log
+        self.timer = PhaseTimer(self.backend)
+        self.startup_timer = PhaseTimer(self.backend)
+        self.scalars: list[dict] = []
+        self.state: State | None = None
+        self.eq: Equilibrium | None = None
+        self.startup_s = 0.0
+        s = self.model.scales
+        t_end = cfg["time"]["t_end_ps"]
+        self.t_end = math.inf if t_end is None else t_end * 1e-12 / s.t
+        self.max_steps = cfg["time"]["steps"]
+        self.first_dt = cfg["time"]["first_dt_s"] / s.t
+
+    # ------------------------------------------------------------------ start-up
+    def startup(self) -> None:
+        m, be, xp = self.model, self.backend, self.xp
+        t0 = time.perf_counter()
+        tm = self.startup_timer
+        with tm.phase("startup"):
+            with tm.phase("INITCOND"):
+                ic = poisson.initcond(m, be, timer=tm)
+            V_b = ic.V[0].copy()
+            with tm.phase("THERMEQUIL"):
+                te = poisson.thermequil(m, be, V_b, timer=tm)
+            rho_eq = te.rho
+            with tm.phase("BTE_init"):
+                s_w = m.on(be, "s_w")  # (3, NW)
+                M = m.on(be, "maxwellian")  # (3, NW)
+                prof = s_w * M  # (3, NW)
+                Phi = rho_eq[:, :, :, None, None] * prof[None, :, None, :, None] * xp.ones(m.NPHI)
+                Phi = xp.ascontiguousarray(Phi)
+            deps = schrodinger.deps_dx(m, te.eps)
+        tm.end_step()
+        self.eq = Equilibrium(V_b=V_b, rho_eq=rho_eq, A=float(te.A),
+                              initcond_iterations=int(ic.iterations), thermequil_iterations=int(te.iterations))
+        self.state = State(Phi=Phi, V=te.V, eps=te.eps, chi=te.chi, deps_dx=deps,
+                           A_eps=float(xp.abs(deps).max()))
+        self._dens(self.state)
+        self.startup_s = time.perf_counter() - t0
+
+    def _dens(self, st: State) -> None:
+        st.rho, st.PhiHat = dens.dens(self.model, self.backend, st.Phi)
+
+    # ------------------------------------------------------------------ one step
+    def next_dt(self) -> float:
+        st = self.state
+        if st.step == 0:
+            dt = self.first_dt
+        else:
+            dt = self.cfg["time"]["cfl"] * self.model.dt_max(st.A_eps)
+        return min(dt, self.t_end - st.t)
+
+    def stage_data(self, st: State, W):
+        return bte.StageData(
+            eps=st.eps, deps_dx=st.deps_dx, W=W, PhiHat=st.PhiHat, rho=st.rho,
+            rho_eq=self.eq.rho_eq, A_eps=st.A_eps)
+
+    def step(self) -> None:
+        m, be, xp, tm = self.model, self.backend, self.xp, self.timer
+        st = self.state
+        dt = self.next_dt()
+        Phi0 = st.Phi
+        Phi = Phi0
+        newton = 0
+        with tm.phase("step"):
+            for s in range(3):
+                with tm.phase("BTE"):
+                    with tm.phase("overlap"):
+                        W = scattering.overlap(m, be, st.chi)
+                    L = bte.rhs(m, be, Phi, self.stage_data(st, W), timer=tm)
+                    with tm.phase("RK"):
+                        Phi = bte.rk3_combine(s, Phi0, Phi, L, dt)
+                    del L
+                st.Phi = Phi
+                with tm.phase("DENS"):
+                    self._dens(st)
+                with tm.phase("ITER"):
+                    res = poisson.potential(m, be, st.V, st.rho, self.eq.V_b, timer=tm)
+                    st.V, st.eps, st.chi, st.N = res.V, res.eps, res.chi, res.N
+                    newton += int(res.iterations)
+                    with tm.phase("deps_dx"):
+                        st.deps_dx = schrodinger.deps_dx(m, st.eps)
+                        st.A_eps = float(xp.abs(st.deps_dx).max())
+        st.step += 1
+        st.t += dt
+        st.newton_iterations = newton
+        self._last_dt = dt
+        step_times = tm.end_step()
+        self._timer_rows.extend({"step": st.step, "phase": k, "seconds": v} for k, v in step_times.items())
+
+    # ------------------------------------------------------------------ outputs
+    def host_fields(self, st: State) -> dict:
+        be, xp, m = self.backend, self.xp, self.model
+        a1 = m.on(be, "a1")  # (3, NW, NPHI)
+        j_sub = m.dw * m.dphi * xp.einsum("inplm,nlm->inp", st.Phi, a1)
+        if st.N is None:
+            st.N = poisson.volume_density(m, be, st.rho, st.chi)
+        return {k: be.to_numpy(v) for k, v in dict(
+            V=st.V, N=st.N, eps=st.eps, deps_dx=st.deps_dx, rho=st.rho, chi=st.chi, j_sub=j_sub).items()}
+
+    def record_scalars(self, host) -> None:
+        st = self.state
+        dt = getattr(self, "_last_dt", 0.0)
+        self.scalars.append(output.scalars_row(self.model, st.step, st.t, dt, host["rho"], host["j_sub"],
+                                               st.newton_iterations))
+
+    def write_profiles(self, host, name) -> pd.DataFrame:
+        df = output.profiles(self.model, host["rho"], host["j_sub"], host["eps"], host["deps_dx"])
+        if self.out is not None:
+            io.write_csv(df, self.out / name, float_format="%.10e")
+        return df
+
+    def write_snapshot(self, host) -> None:
+        if self.out is None:
+            return
+        st = self.state
+        output.write_fields(self.out / "snapshots" / f"step_{st.step:07d}.h5", self.model, host, st.t, st.step)
+
+    # ------------------------------------------------------------------ checkpoint
+    def save_checkpoint(self) -> None:
+        if self.out is None:
+            return
+        import h5py
+
+        be, st, eq = self.backend, self.state, self.eq
+        with io.atomic_path(self.out / CHECKPOINT) as tmp:
+            with h5py.File(tmp, "w") as f:
+                for k in STATE_ARRAYS:
+                    f.create_dataset(k, data=be.to_numpy(getattr(st, k)))
+                f.create_dataset("V_b", data=be.to_numpy(eq.V_b))
+                f.create_dataset("rho_eq", data=be.to_numpy(eq.rho_eq))
+                for k in ("step", "t", "A_eps", "newton_iterations"):
+                    f.attrs[k] = getattr(st, k)
+                f.attrs["last_dt"] = getattr(self, "_last_dt", 0.0)
+                f.attrs["A"] = eq.A
+                f.attrs["initcond_iterations"] = eq.initcond_iterations
+                f.attrs["thermequil_iterations"] = eq.thermequil_iterations
+                f.attrs["startup_s"] = self.startup_s
+                f.attrs["config_hash"] = provenance.config_hash(self.cfg)
+                if self.scalars:
+                    df = pd.DataFrame(self.scalars)
+                    for c in df.columns:
+                        f.create_dataset(f"scalars/{c}", data=df[c].to_numpy())
+                if self._timer_rows:
+                    tr = pd.DataFrame(self._timer_rows)
+                    f.create_dataset("timers/step", data=tr["step"].to_numpy())
+                    f.create_dataset("timers/phase", data=tr["phase"].to_numpy().astype("S"))
+                    f.create_dataset("timers/seconds", data=tr["seconds"].to_numpy())
+
+    def load_checkpoint(self, path) -> bool:
+        import h5py
+
+        be = self.backend
+        with h5py.File(path, "r") as f:
+            if f.attrs["config_hash"] != provenance.config_hash(self.cfg):
+                print(f"checkpoint {path} belongs to another configuration: starting afresh", file=self.log)
+                return False
+            arrays = {k: be.asarray(f[k][...]) for k in STATE_ARRAYS}
+            self.state = State(**arrays, step=int(f.attrs["step"]), t=float(f.attrs["t"]),
+                               A_eps=float(f.attrs["A_eps"]), newton_iterations=int(f.attrs["newton_iterations"]))
+            self._last_dt = float(f.attrs["last_dt"])
+            self.eq = Equilibrium(V_b=be.asarray(f["V_b"][...]), rho_eq=be.asarray(f["rho_eq"][...]),
+                                  A=float(f.attrs["A"]), initcond_iterations=int(f.attrs["initcond_iterations"]),
+                                  thermequil_iterations=int(f.attrs["thermequil_iterations"]))
+            self.startup_s = float(f.attrs["startup_s"])
+            if "scalars" in f:
+                cols = {c: f[f"scalars/{c}"][...] for c in f["scalars"]}
+                self.scalars = pd.DataFrame(cols).to_dict("records")
+            if "timers" in f:
+                self._timer_rows = [
+                    {"step": int(s), "phase": p.decode(), "seconds": float(x)}
+                    for s, p, x in zip(f["timers/step"][...], f["timers/phase"][...], f["timers/seconds"][...])]
+        self._dens(self.state)
+        st = self.state
+        st.N = poisson.volume_density(self.model, be, st.rho, st.chi)
+        return True
+
+    # ------------------------------------------------------------------ driver
+    def done(self) -> bool:
+        st = self.state
+        if self.max_steps is not None and st.step >= self.max_steps:
+            return True
+        return st.t >= self.t_end * (1 - 1e-12)
+
+    def run(self, resume: bool = True) -> dict:
+        wall0 = time.perf_counter()
+        self._timer_rows: list[dict] = []
+        resumed = False
+        if self.out is not None:
+            self.out.mkdir(parents=True, exist_ok=True)
+            ck = self.out / CHECKPOINT
+            if resume and ck.exists():
+                resumed = self.load_checkpoint(ck)
+                if resumed:
+                    print(f"resumed from {ck} at step {self.state.step}", file=self.log)
+        if not resumed:
+            self.startup()
+            host = self.host_fields(self.state)
+            self.write_profiles(host, "profiles_t0.csv")
+            self.record_scalars(host)
+            self.write_snapshot(host)
+        oc = self.cfg["output"]
+        s = self.model.scales
+        next_snap_t = (math.floor(self.state.t * s.t * 1e12 / oc["every_ps"]) + 1) * oc["every_ps"] if oc["every_ps"] else math.inf
+        bar = Progress(self, enabled=self.progress)
+        while not self.done():
+            self.step()
+            st = self.state
+            need_host = (st.step % oc["scalars_every"] == 0) or self.done()
+            snap = (oc["every_steps"] and st.step % oc["every_steps"] == 0) or st.t * s.t * 1e12 >= next_snap_t - 1e-9
+            if need_host or snap:
+                host = self.host_fields(st)
+                self.record_scalars(host)
+                if snap:
+                    self.write_snapshot(host)
+                    if oc["every_ps"]:
+                        next_snap_t += oc["every_ps"]
+            if oc["checkpoint_every_steps"] and st.step % oc["checkpoint_every_steps"] == 0 and not self.done():
+                self.save_checkpoint()
+            bar.update()
+        bar.close()
+        host = self.host_fields(self.state)
+        if not self.scalars or self.scalars[-1]["step"] != self.state.step:
+            self.record_scalars(host)
+        final = self.write_profiles(host, "profiles.csv")
+        self.write_snapshot(host)
+        return self.finish(host, final, time.perf_counter() - wall0)
+
+    def finish(self, host, final: pd.DataFrame, wall_s: float) -> dict:
+        st, m = self.state, self.model
+        summary = {
+            "steps": st.step,
+            "t_end_s": st.t * m.scales.t,
+            "mean_current_A_per_m": self.scalars[-1]["mean_current_A_per_m"],
+            "total_mass_per_m": self.scalars[-1]["total_mass_per_m"],
+            "wall_s": wall_s,
+            "startup_s": self.startup_s,
+            "initcond_iterations": self.eq.initcond_iterations,
+            "thermequil_iterations": self.eq.thermequil_iterations,
+            "A": self.eq.A,
+            "mesh": [m.N_sbn, m.NX, m.NZ, m.NW, m.NPHI],
+        }
+        timers = self.timer.summary()
+        timers["startup_s"] = self.startup_timer.summary()["total_s"]
+        timers["steps"] = st.step
+        if self._timer_rows:
+            tr = pd.DataFrame(self._timer_rows)
+            timers["total_s"] = tr.groupby("phase")["seconds"].sum().to_dict()
+            n = tr["step"].nunique()
+            timers["mean_per_step_s"] = {k: v / n for k, v in timers["total_s"].items()}
+        record = provenance.collect(self.cfg, self.backend, {"summary": summary, "timers": timers})
+        if self.out is not None:
+            io.write_csv(pd.DataFrame(self.scalars), self.out / "scalars.csv", float_format="%.12e")
+            io.write_csv(pd.DataFrame(self._timer_rows, columns=["step", "phase", "seconds"]),
+                         self.out / "timers.csv", float_format="%.6e")
+            output.write_fields(self.out / "fields.h5", m, host, st.t, st.step,
+                                attrs={"config": self.cfg, "summary": summary})
+            io.write_json(self.out / "run.json", record)
+            ck = self.out / CHECKPOINT
+            if ck.exists():
+                ck.unlink()
+        return record
+
+
+class Progress:
+    """A light progress bar on stderr: redrawn in place on a terminal, a line every 10 % otherwise."""
+
+    def __init__(self, sim: Simulation, enabled=True):
+        self.sim, self.enabled = sim, enabled
+        self.tty = enabled and hasattr(sim.log, "isatty") and sim.log.isatty()
+        self.t0 = time.perf_counter()
+        self.last_draw = 0.0
+        self.last_decile = -1
+
+    def fraction(self) -> float:
+        sim, st = self.sim, self.sim.state
+        fs = st.step / sim.max_steps if sim.max_steps else 0.0
+        ft = st.t / sim.t_end if math.isfinite(sim.t_end) and sim.t_end > 0 else 0.0
+        return min(max(fs, ft), 1.0)
+
+    def update(self) -> None:
+        if not self.enabled:
+            return
+        f = self.fraction()
+        now = time.perf_counter()
+        st, s = self.sim.state, self.sim.model.scales
+        elapsed = now - self.t0
+        eta = elapsed * (1 - f) / f if f > 0 else float("nan")
+        msg = (f"step {st.step}  t = {st.t * s.t * 1e12:.4f} ps  {100 * f:5.1f} %  "
+               f"{elapsed:.0f} s elapsed, ~{eta:.0f} s left")
+        if self.tty:
+            if now - self.last_draw > 0.2 or f >= 1:
+                n = int(30 * f)
+                print(f"\r[{'#' * n}{'.' * (30 - n)}] {msg}", end="", file=self.sim.log, flush=True)
+                self.last_draw = now
+        elif int(10 * f) > self.last_decile:
+            self.last_decile = int(10 * f)
+            print(msg, file=self.sim.log, flush=True)
+
+    def close(self) -> None:
+        if self.tty:
+            print(file=self.sim.log)
