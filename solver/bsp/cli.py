@@ -43,9 +43,10 @@ def _show_config(args) -> int:
 
 def _run(args) -> int:
     from solver.bsp.model import load
+
+    cfg = load(args.config, _overrides(args))  # a bad value stops here, before any numerics
     from solver.bsp.simulation import Simulation
 
-    cfg = load(args.config, _overrides(args))
     sim = Simulation(cfg, out_dir=args.out, progress=False if args.no_progress else None)
     rec = sim.run(resume=not args.no_resume)
     s = rec["summary"]
