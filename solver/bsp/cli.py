@@ -23,9 +23,10 @@ def register(sub) -> None:
     v.add_argument("config", nargs="?", default=None)
     v.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     v.set_defaults(func=_show_config)
-    from solver.bsp import validate
+    from solver.bsp import bench, validate
 
     validate.register(bs)
+    bench.register(bs)
 
 
 def _overrides(args) -> list[str]:
