@@ -56,7 +56,10 @@ def _hybrid(d) -> np.ndarray:
     return v
 
 
-def build_wire(ny: int, nz: int, tb_set: str = "jancu1998", spin_orbit: bool = False, passivation_shift: float = 20.0) -> Wire:
+def build_wire(ny: int, nz: int, tb_set: str = "jancu1998", spin_orbit: bool = False, passivation_shift: float = 20.0,
+               periodic: bool = False) -> Wire:
+    """Layer blocks of an Ny x Nz [100] wire; ``periodic=True`` wraps y and z instead (a bulk
+    supercell at k_y = k_z = 0, no passivation)."""
     params = load_params(tb_set)
     w = Wire(ny, nz, params, spin_orbit, passivation_shift)
     layers = []
@@ -81,6 +84,8 @@ def build_wire(ny: int, nz: int, tb_set: str = "jancu1998", spin_orbit: bool = F
             blk = e0.astype(dtype).copy()
             for b in bonds:
                 yy, zz = y + b[1], z + b[2]
+                if periodic:
+                    yy, zz = yy % ymax, zz % zmax
                 if not (0 <= yy < ymax and 0 <= zz < zmax):
                     h = _hybrid(b)
                     P = passivation_shift * np.outer(h, h)
@@ -88,7 +93,7 @@ def build_wire(ny: int, nz: int, tb_set: str = "jancu1998", spin_orbit: bool = F
                     w.n_dangling += 1
                 elif b[0] > 0:
                     j = index[(t + 1) % 4][(int(yy), int(zz))]
-                    C[i * m:(i + 1) * m, j * m:(j + 1) * m] = hops[tuple(b)]
+                    C[i * m:(i + 1) * m, j * m:(j + 1) * m] += hops[tuple(b)]
             D[i * m:(i + 1) * m, i * m:(i + 1) * m] = blk
         w.D.append(D)
         w.C.append(C)
