@@ -86,10 +86,12 @@ def rgf_blocks(ops, Ad, Au, Al, N, offdiag="row", timer=None):
         for i in range(N - 2, m - 1, -1):
             MR = Ad(i) - ops.mul(ops.mul(Au(i), gR[i + 1]), Al(i))
             gR[i] = ops.inv(MR)
+        ops.sync()
     with t.phase("step2"):
         a = m - 1
         Gtop = ops.inv(ML - ops.mul(ops.mul(Au(a), gR[m]), Al(a)))  # G_{m-1,m-1}
         Gbot = ops.inv(MR - ops.mul(ops.mul(Al(a), gL[a]), Au(a)))  # G_{m,m}
+        ops.sync()
     diag = [None] * N
     diag[a], diag[m] = ops.trace(Gtop), ops.trace(Gbot)
     with t.phase("step3"):
@@ -121,6 +123,7 @@ def rgf_blocks(ops, Ad, Au, Al, N, offdiag="row", timer=None):
             colb[i] = Gii
             diag[i] = ops.trace(Gii)
         G_mN = colb[m]  # G_{m,N-1}
+        ops.sync()
     with t.phase("step4"):
         # first column downwards through the bottom half: G_{i,0} = -gR_i A_{i,i-1} G_{i-1,0}
         Gi0 = G_m0

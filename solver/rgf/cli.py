@@ -1,0 +1,122 @@
+"""``python -m solver rgf <subcommand>``: bulk, wire-gaps, sweep, plot-sweep, cases, plot-cases,
+cost, plot-cost, table1, scaling."""
+from __future__ import annotations
+
+import numpy as np
+
+
+def _ints(s):
+    return [int(x) for x in str(s).split(",") if x]
+
+
+def register(sub):
+    p = sub.add_parser("rgf", help="recursive Green's function transport in a Si nanowire (paper 002)")
+    s = p.add_subparsers(dest="rgf_cmd", metavar="SUBCOMMAND")
+
+    c = s.add_parser("bulk", help="bulk Si gaps (Jancu, Boykin, with/without spin-orbit) and a band plot")
+    c.add_argument("--out", required=True); c.add_argument("--fig")
+    c.set_defaults(func=lambda a: _bulk(a))
+
+    c = s.add_parser("wire-gaps", help="gaps of passivated n x n wires")
+    c.add_argument("--out", required=True); c.add_argument("--sizes", default="2,3,4")
+    c.add_argument("--set", default="boykin2004"); c.add_argument("--shift", type=float, default=20.0)
+    c.set_defaults(func=lambda a: _wire(a))
+
+    c = s.add_parser("sweep", help="T(E) and LDOS(E) of one chunk of energies")
+    c.add_argument("--out", required=True)
+    c.add_argument("--ny", type=int, default=2); c.add_argument("--nz", type=int, default=2)
+    c.add_argument("--xuc", type=int, default=2)
+    c.add_argument("--emin", type=float, required=True); c.add_argument("--emax", type=float, required=True)
+    c.add_argument("--ne", type=int, required=True)
+    c.add_argument("--chunk", type=int, default=0); c.add_argument("--n-chunks", type=int, default=1)
+    c.add_argument("--set", default="jancu1998"); c.add_argument("--spin-orbit", action="store_true")
+    c.add_argument("--eta", type=float, default=1e-6); c.add_argument("--backend", default="numpy")
+    c.set_defaults(func=lambda a: _sweep(a))
+
+    c = s.add_parser("plot-sweep", help="Fig 8b/8c from sweep chunks")
+    c.add_argument("--out", required=True); c.add_argument("--title", default=""); c.add_argument("inputs", nargs="+")
+    c.set_defaults(func=lambda a: _plot_sweep(a))
+
+    c = s.add_parser("cases", help="Table 3 / Fig 7: the four RGF steps for optimization cases")
+    c.add_argument("--out", required=True); c.add_argument("--cases", default="1,2,3,4")
+    c.add_argument("--ny", type=int, default=2); c.add_argument("--nz", type=int, default=2)
+    c.add_argument("--xuc", type=int, default=4); c.add_argument("--energy", type=float, default=2.0)
+    c.add_argument("--fig")
+    c.set_defaults(func=lambda a: _cases(a))
+
+    c = s.add_parser("cost", help="Fig 2: cost vs length and cross-section")
+    c.add_argument("--out", required=True); c.add_argument("--lengths", default="1,2,4")
+    c.add_argument("--sections", default="1x1,1x2,2x2"); c.add_argument("--base-length", type=int, default=2)
+    c.add_argument("--base-section", default="1x2"); c.add_argument("--energy", type=float, default=2.0)
+    c.add_argument("--fig")
+    c.set_defaults(func=lambda a: _cost(a))
+
+    c = s.add_parser("table1", help="Table 1: thread-utilization efficiency of the j-loop scheduling")
+    c.add_argument("--out", required=True); c.add_argument("--rows", type=int, default=80)
+    c.add_argument("--threads", type=int, default=32)
+    c.set_defaults(func=lambda a: _table1(a))
+
+    c = s.add_parser("scaling", help="Fig 8a from the sweep chunks' measured times")
+    c.add_argument("--out", required=True); c.add_argument("--fig"); c.add_argument("inputs", nargs="+")
+    c.set_defaults(func=lambda a: _scaling(a))
+    p.set_defaults(func=lambda a: (p.print_help(), 2)[1])
+
+
+def _bulk(a):
+    from solver.rgf.bench import bulk_table
+    print(bulk_table(a.out, a.fig).to_string(index=False))
+
+
+def _wire(a):
+    from solver.rgf.bench import wire_gap_table
+    print(wire_gap_table(a.out, _ints(a.sizes), a.set, False, a.shift).to_string(index=False))
+
+
+def _sweep(a):
+    from solver.rgf.bench import sweep
+    if not 0 <= a.chunk < a.n_chunks:
+        from solver.config import ConfigError
+        raise ConfigError(f"--chunk {a.chunk}: allowed 0 .. n_chunks-1 = {a.n_chunks - 1}")
+    E = np.linspace(a.emin, a.emax, a.ne)
+    df = sweep(a.out, a.ny, a.nz, a.xuc, E, a.set, a.spin_orbit, 20.0, a.eta, a.backend, a.chunk, a.n_chunks,
+               config=vars(a) | {"func": None})
+    print(df.to_string(index=False))
+
+
+def _plot_sweep(a):
+    from solver.rgf.plots import fig8bc
+    fig8bc(a.inputs, a.out, a.title)
+
+
+def _cases(a):
+    from solver.rgf.bench import cases_benchmark
+    df = cases_benchmark(a.out, a.ny, a.nz, a.xuc, a.energy, _ints(a.cases), config=vars(a) | {"func": None})
+    print(df.to_string(index=False))
+    if a.fig:
+        from solver.rgf.plots import fig7
+        fig7(a.out, a.fig)
+
+
+def _cost(a):
+    from solver.rgf.bench import cost_scaling
+    secs = [tuple(int(v) for v in s.split("x")) for s in a.sections.split(",")]
+    df = cost_scaling(a.out, _ints(a.lengths), secs, a.energy, tuple(int(v) for v in a.base_section.split("x")),
+                      a.base_length, config=vars(a) | {"func": None})
+    print(df.to_string(index=False))
+    if a.fig:
+        from solver.rgf.plots import fig2
+        fig2(a.out, a.fig)
+
+
+def _table1(a):
+    from solver.rgf.bench import table1_csv
+    print(table1_csv(a.out, a.rows, a.threads).to_string(index=False))
+
+
+def _scaling(a):
+    from solver.rgf.bench import strong_scaling
+    df = strong_scaling(a.inputs, a.out)
+    print(df.to_string(index=False))
+    if a.fig:
+        from solver.rgf.plots import fig8a
+        fig8a(a.out, a.fig)
