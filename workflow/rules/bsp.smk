@@ -1,1 +1,382 @@
-# Rules of the bsp study (filled by its issue).  Conventions: see common.smk.
+# Rules of the bsp study: papers 000 (Mantas & Vecil 2020) and 001 (Vecil, Mantas & Alonso-Jorda
+# 2023).  Conventions: see common.smk and docs/developing.md; user guide: docs/workflow.md.
+#
+# One compute rule runs the solver (bsp_run on the CPU, bsp_run_gpu with the cupy backend); a run
+# is named by its time span, mesh and variant:
+#     results/<machine>/bsp/runs/<timespec>/<mesh>/<backend>_t<threads>/run.json
+# timespec = steps<N> (timing) or ps<T> (convergence); mesh = N_sbn x NX x NZ x NW x NPHI written
+# 6x65x65x300x48.  Runs shared by several studies (the reference mesh of the scaling and the timing
+# mesh, ...) run once.  Tables and figures are local rules calling workflow/scripts/bsp_*.py, thin
+# wrappers of solver.bsp.analysis and solver.bsp.docs.
+#
+# Items of ../shared/reproduction.md covered here:
+#   doc:  Fig 1 (bsp_doc_geometry), Tables 8-9 of 001 and Table 1 of 000 (bsp_doc_tables),
+#         Fig 4 of 001 (bsp_sturm, when solver.bsp.schrodinger provides schrodinger_matrix and
+#         sturm_count);
+#   data: Table 5, Figs 11-13, 15 of 000 and Fig 7, Tables 2-3, Figs 8-9 of 001 (bsp_phase_tables,
+#         bsp_phase_figures); Fig 14 of 000, Figs 10-13 of 001 (bsp_scaling); Table 7 of 001
+#         (bsp_grids); Fig 6 of 001 (bsp_convergence); the cross-machine table (bsp_compare).
+# TODO (not built): Fig 6 of 000, the spy plot of the Newton matrix L^(k): the solver does not
+#   expose the assembled matrix yet (needs e.g. solver.bsp.poisson.newton_matrix(model, ...) ->
+#   scipy.sparse); Tables 2-4 of 000 and Tables 1, 4-6 of 001 (Krylov solvers, kernel counters,
+#   IPI kernels A/B) need solver features that do not exist.
+import importlib
+import importlib.util
+import shlex
+
+import pandas as pd
+
+from solver.bsp import analysis as bsp_analysis
+
+
+if enabled("bsp"):
+    validate(config["bsp"], "../schemas/bsp.schema.yaml")
+
+BSP = section("bsp")
+
+
+def _bsp_get(*keys, default=None):
+    node = BSP
+    for k in keys:
+        if not isinstance(node, dict) or node.get(k) is None:
+            return default
+        node = node[k]
+    return node
+
+
+def bsp_table(path):
+    """A sweep table (tab-separated, '#' comments) read as strings."""
+    return pd.read_csv(path, sep="\t", comment="#", dtype=str).apply(lambda c: c.str.strip())
+
+
+def bsp_meshes(path):
+    t = bsp_table(path)
+    return [bsp_analysis.mesh_name(*(r[d] for d in bsp_analysis.MESH_DIMS)) for _, r in t.iterrows()]
+
+
+def bsp_variants():
+    t = bsp_table(_bsp_get("variants", default="config/bsp/variants.tsv"))
+    out = [bsp_analysis.variant_name(r["backend"], r["threads"]) for _, r in t.iterrows()]
+    return [v for v in out if USE_GPU or not v.startswith("cupy")]
+
+
+def bsp_run(timespec, mesh, variant, name="run.json"):
+    return res("bsp", "runs", timespec, mesh, variant, name)
+
+
+def bsp_steps(series):
+    return f"steps{int(_bsp_get(series, 'steps', default=10))}"
+
+
+BSP_VARIANTS = bsp_variants() if enabled("bsp") else []
+BSP_BASELINE = _bsp_get("baseline", default="numpy_t1")
+BSP_TIMING_MESH = _bsp_get("timing", "mesh", default="6x65x65x300x48")
+BSP_SCALING_REF = _bsp_get("scaling", "reference", default="6x65x65x300x48")
+BSP_SCALING_DIMS = _bsp_get("scaling", "dims", default=list(bsp_analysis.MESH_DIMS))
+BSP_SCALING_VARIANTS = [v for v in (_bsp_get("scaling", "variants") or BSP_VARIANTS) if v in BSP_VARIANTS]
+BSP_CONV_VARIANT = _bsp_get("convergence", "variant", default="numpy_t1")
+BSP_CONV_TIME = f"ps{float(_bsp_get('convergence', 't_end_ps', default=0.1)):g}"
+BSP_HAS_STURM = False
+if importlib.util.find_spec("solver.bsp.schrodinger") is not None:
+    try:
+        _s = importlib.import_module("solver.bsp.schrodinger")
+        BSP_HAS_STURM = hasattr(_s, "schrodinger_matrix") and hasattr(_s, "sturm_count")
+    except Exception:  # the solver core is being written; leave Fig 4 out until it imports
+        BSP_HAS_STURM = False
+if enabled("bsp") and BSP_BASELINE not in BSP_VARIANTS:
+    raise ValueError(f"config key 'bsp.baseline': {BSP_BASELINE!r} is not a variant of the table "
+                     f"{_bsp_get('variants')} ({BSP_VARIANTS})")
+
+
+def bsp_series_runs(series):
+    """run.json of every run of a series: timing, scaling, grids."""
+    if series == "timing":
+        return [bsp_run(bsp_steps("timing"), BSP_TIMING_MESH, v) for v in BSP_VARIANTS]
+    if series == "scaling":
+        meshes = [BSP_SCALING_REF] + [bsp_analysis.double(BSP_SCALING_REF, d) for d in BSP_SCALING_DIMS]
+        return [bsp_run(bsp_steps("scaling"), m, v) for m in meshes for v in BSP_SCALING_VARIANTS]
+    if series == "grids":
+        return [bsp_run(bsp_steps("grids"), m, v)
+                for m in bsp_meshes(_bsp_get("grids", "table", default="config/bsp/grids.tsv")) for v in BSP_VARIANTS]
+    raise ValueError(series)
+
+
+BSP_CONV_MESHES = bsp_meshes(_bsp_get("convergence", "table", default="config/bsp/convergence.tsv")) if enabled("bsp") else []
+
+
+def bsp_sets(wildcards):
+    """--set options of one run: the mesh, the time span, then the config's extra overrides."""
+    mesh = bsp_analysis.parse_mesh(wildcards.mesh)
+    sets = [f"mesh.{k}={v}" for k, v in mesh.items()]
+    ts = wildcards.timespec
+    if ts.startswith("steps"):
+        sets += [f"time.steps={int(ts[5:])}", "time.t_end_ps=null"]
+    else:
+        sets += [f"time.t_end_ps={ts[2:]}", "time.steps=null"]
+    sets += list(_bsp_get("set", default=[]))
+    return " ".join(f"--set {shlex.quote(s)}" for s in sets)
+
+
+_RUN = res("bsp", "runs", "{timespec}", "{mesh}", "{backend}_t{nthreads}")
+_RUN_NAME = "run_{timespec}_{mesh}_{backend}_t{nthreads}"
+_RUN_OUTPUTS = dict(
+    run=f"{_RUN}/run.json",
+    timers=f"{_RUN}/timers.csv",
+    profiles=f"{_RUN}/profiles.csv",
+    profiles_t0=f"{_RUN}/profiles_t0.csv",
+    scalars=f"{_RUN}/scalars.csv",
+    fields=f"{_RUN}/fields.h5",
+)
+# The solver writes every file atomically and run.json last; a killed run leaves its
+# checkpoint.h5 (not a declared output, so Snakemake keeps it) and resumes from it.
+_RUN_SHELL = ("{SOLVER} run {input.cfg:q} --out {params.out:q} --backend {wildcards.backend} "
+              "--threads {wildcards.nthreads} --no-progress {params.sets} > {log:q} 2>&1")
+
+_RUN_WILDCARDS = dict(timespec=r"steps\d+|ps\d+(\.\d+)?(e-?\d+)?", mesh=r"\d+x\d+x\d+x\d+x\d+", nthreads=r"\d+")
+
+
+rule bsp_run:
+    """One solver run on the CPU (numpy or numba backend); threads from the variant."""
+    input:
+        cfg=_bsp_get("run_config", default="config/bsp/dgmosfet.yaml"),
+    output:
+        **_RUN_OUTPUTS,
+    wildcard_constraints:
+        backend="numpy|numba",
+        **_RUN_WILDCARDS,
+    params:
+        out=lambda wc, output: os.path.dirname(output.run),
+        sets=bsp_sets,
+    threads: lambda wc: int(wc.nthreads)
+    log:
+        logf("bsp", _RUN_NAME),
+    benchmark:
+        bench("bsp", _RUN_NAME)
+    shell:
+        _RUN_SHELL
+
+
+rule bsp_run_gpu:
+    """One solver run with the cupy backend on one GPU."""
+    input:
+        cfg=_bsp_get("run_config", default="config/bsp/dgmosfet.yaml"),
+    output:
+        **_RUN_OUTPUTS,
+    wildcard_constraints:
+        backend="cupy",
+        **_RUN_WILDCARDS,
+    params:
+        out=lambda wc, output: os.path.dirname(output.run),
+        sets=bsp_sets,
+    threads: 1
+    resources:
+        gpu=1,
+    log:
+        logf("bsp", _RUN_NAME),
+    benchmark:
+        bench("bsp", _RUN_NAME)
+    shell:
+        _RUN_SHELL
+
+
+rule bsp_collect:
+    """Tidy table of one series' runs: one row per run, mean seconds per step of every phase."""
+    input:
+        lambda wc: bsp_series_runs(wc.series),
+    output:
+        res("bsp", "tables", "{series}_runs.csv"),
+    wildcard_constraints:
+        series="timing|scaling|grids",
+    params:
+        warmup=_bsp_get("warmup_steps", default=1),
+        machine=MACHINE,
+    localrule: True
+    log:
+        logf("bsp", "collect_{series}"),
+    script:
+        "../scripts/bsp_collect.py"
+
+
+rule bsp_phase_tables:
+    """Table 5 of 000; Tables 2-3 of 001; speedups (Fig 15 of 000, Figs 7-9 of 001); weights."""
+    input:
+        res("bsp", "tables", "timing_runs.csv"),
+    output:
+        table5=report(res("bsp", "tables", "table5_phases_000.csv"), caption="../report/bsp_table5.rst", category="BSP paper 000", subcategory="phase timing"),
+        table2=report(res("bsp", "tables", "table2_phases_001.csv"), caption="../report/bsp_table2.rst", category="BSP paper 001", subcategory="phase timing"),
+        table3=report(res("bsp", "tables", "table3_iter_001.csv"), caption="../report/bsp_table3.rst", category="BSP paper 001", subcategory="phase timing"),
+        speedups000=report(res("bsp", "tables", "fig15_speedups_000.csv"), caption="../report/bsp_fig15.rst", category="BSP paper 000", subcategory="phase timing"),
+        speedups001=report(res("bsp", "tables", "fig7_9_speedups_001.csv"), caption="../report/bsp_fig7.rst", category="BSP paper 001", subcategory="phase timing"),
+        weights=res("bsp", "tables", "fig11_13_weights_000.csv"),
+    params:
+        baseline=BSP_BASELINE,
+    localrule: True
+    log:
+        logf("bsp", "phase_tables"),
+    script:
+        "../scripts/bsp_phases.py"
+
+
+rule bsp_phase_figures:
+    """Figs 11-13 and 15 of 000; Figs 7-9 of 001."""
+    input:
+        res("bsp", "tables", "timing_runs.csv"),
+    output:
+        fig11=report(res("bsp", "figures", "fig11_weights_000.png"), caption="../report/bsp_fig11.rst", category="BSP paper 000", subcategory="phase timing"),
+        fig12=report(res("bsp", "figures", "fig12_bte_kernels_000.png"), caption="../report/bsp_fig12.rst", category="BSP paper 000", subcategory="phase timing"),
+        fig13=report(res("bsp", "figures", "fig13_iter_steps_000.png"), caption="../report/bsp_fig13.rst", category="BSP paper 000", subcategory="phase timing"),
+        fig15=report(res("bsp", "figures", "fig15_speedups_000.png"), caption="../report/bsp_fig15.rst", category="BSP paper 000", subcategory="phase timing"),
+        fig7=report(res("bsp", "figures", "fig7_speedups_001.png"), caption="../report/bsp_fig7.rst", category="BSP paper 001", subcategory="phase timing"),
+        fig8_9=report(res("bsp", "figures", "fig8_9_iter_speedups_001.png"), caption="../report/bsp_fig8.rst", category="BSP paper 001", subcategory="phase timing"),
+    params:
+        baseline=BSP_BASELINE,
+        mesh=BSP_TIMING_MESH,
+    localrule: True
+    log:
+        logf("bsp", "phase_figures"),
+    script:
+        "../scripts/bsp_phase_figures.py"
+
+
+rule bsp_scaling:
+    """Fig 14 of 000 (cost per phase, each dimension doubled) and Figs 10-13 of 001 (iter speedup
+    on the doubled meshes)."""
+    input:
+        res("bsp", "tables", "scaling_runs.csv"),
+    output:
+        table=report(res("bsp", "tables", "fig14_mesh_scaling_000.csv"), caption="../report/bsp_fig14.rst", category="BSP paper 000", subcategory="mesh scaling"),
+        fig=report(res("bsp", "figures", "fig14_mesh_scaling_000.png"), caption="../report/bsp_fig14.rst", category="BSP paper 000", subcategory="mesh scaling"),
+        speedup=report(res("bsp", "tables", "figs10_13_iter_speedup_001.csv"), caption="../report/bsp_fig10.rst", category="BSP paper 001", subcategory="mesh scaling"),
+        speedup_fig=report(res("bsp", "figures", "figs10_13_iter_speedup_001.png"), caption="../report/bsp_fig10.rst", category="BSP paper 001", subcategory="mesh scaling"),
+    params:
+        reference=BSP_SCALING_REF,
+        dims=BSP_SCALING_DIMS,
+        baseline=BSP_BASELINE,
+    localrule: True
+    log:
+        logf("bsp", "scaling"),
+    script:
+        "../scripts/bsp_scaling.py"
+
+
+rule bsp_grids:
+    """Table 7 of 001: iter speedup of every variant along the grid sequence."""
+    input:
+        res("bsp", "tables", "grids_runs.csv"),
+    output:
+        table=report(res("bsp", "tables", "table7_iter_speedup_001.csv"), caption="../report/bsp_table7.rst", category="BSP paper 001", subcategory="mesh scaling"),
+        fig=report(res("bsp", "figures", "table7_iter_speedup_001.png"), caption="../report/bsp_table7.rst", category="BSP paper 001", subcategory="mesh scaling"),
+    params:
+        baseline=BSP_BASELINE,
+        meshes=lambda wc: bsp_meshes(_bsp_get("grids", "table", default="config/bsp/grids.tsv")),
+    localrule: True
+    log:
+        logf("bsp", "grids"),
+    script:
+        "../scripts/bsp_grids.py"
+
+
+rule bsp_convergence:
+    """Fig 6 of 001: N_s(x) and j(x) at t_end on every mesh of the sequence vs the finest one,
+    with the relative errors and the observed orders."""
+    input:
+        profiles=[bsp_run(BSP_CONV_TIME, m, BSP_CONV_VARIANT, "profiles.csv") for m in BSP_CONV_MESHES],
+    output:
+        table=report(res("bsp", "tables", "fig6_convergence_001.csv"), caption="../report/bsp_fig6.rst", category="BSP paper 001", subcategory="convergence"),
+        fig=report(res("bsp", "figures", "fig6_convergence_001.png"), caption="../report/bsp_fig6.rst", category="BSP paper 001", subcategory="convergence"),
+    params:
+        meshes=BSP_CONV_MESHES,
+        t_ps=_bsp_get("convergence", "t_end_ps", default=0.1),
+    localrule: True
+    log:
+        logf("bsp", "convergence"),
+    script:
+        "../scripts/bsp_convergence.py"
+
+
+rule bsp_doc_geometry:
+    """Fig 1 of 000/001: geometry, doping, oxide and gates from the run configuration."""
+    input:
+        cfg=_bsp_get("run_config", default="config/bsp/dgmosfet.yaml"),
+    output:
+        report(res("bsp", "doc", "fig1_geometry.png"), caption="../report/bsp_fig1.rst", category="BSP paper 000", subcategory="model"),
+    params:
+        mesh=BSP_TIMING_MESH,
+        sets=_bsp_get("set", default=[]),
+    localrule: True
+    log:
+        logf("bsp", "doc_geometry"),
+    script:
+        "../scripts/bsp_doc.py"
+
+
+rule bsp_doc_tables:
+    """Tables 8 and 9 of 001 (constants, Kane factors, masses), the scales, Table 1 of 000 (layouts)."""
+    input:
+        cfg=_bsp_get("run_config", default="config/bsp/dgmosfet.yaml"),
+    output:
+        table8=report(res("bsp", "doc", "table8_constants_001.csv"), caption="../report/bsp_table8.rst", category="BSP paper 001", subcategory="model"),
+        table9=report(res("bsp", "doc", "table9_valleys_001.csv"), caption="../report/bsp_table9.rst", category="BSP paper 001", subcategory="model"),
+        scales=report(res("bsp", "doc", "scales.csv"), caption="../report/bsp_scales.rst", category="BSP paper 001", subcategory="model"),
+        table1=report(res("bsp", "doc", "table1_layout_000.csv"), caption="../report/bsp_table1.rst", category="BSP paper 000", subcategory="model"),
+    params:
+        mesh=BSP_TIMING_MESH,
+        sets=_bsp_get("set", default=[]),
+    localrule: True
+    log:
+        logf("bsp", "doc_tables"),
+    script:
+        "../scripts/bsp_doc.py"
+
+
+rule bsp_sturm:
+    """Fig 4 of 001: Sturm count of a Schroedinger matrix built from the final potential of the
+    baseline timing run, with its eigenvalues."""
+    input:
+        fields=bsp_run(bsp_steps("timing"), BSP_TIMING_MESH, BSP_BASELINE, "fields.h5"),
+        run=bsp_run(bsp_steps("timing"), BSP_TIMING_MESH, BSP_BASELINE, "run.json"),
+    output:
+        fig=report(res("bsp", "doc", "fig4_sturm_001.png"), caption="../report/bsp_fig4.rst", category="BSP paper 001", subcategory="model"),
+        table=res("bsp", "doc", "fig4_sturm_001.csv"),
+    params:
+        nu=_bsp_get("sturm", "nu", default=2),
+        x_index=_bsp_get("sturm", "x_index"),
+        n_eig=_bsp_get("sturm", "n_eig", default=6),
+    localrule: True
+    log:
+        logf("bsp", "sturm"),
+    script:
+        "../scripts/bsp_sturm.py"
+
+
+def bsp_compare_inputs(wildcards):
+    machines = sorted(set(machines_with("bsp", "tables/table5_phases_000.csv")) | {MACHINE})
+    return [res("bsp", "tables", "table5_phases_000.csv", machine=m) for m in machines]
+
+
+rule bsp_compare:
+    """Cross-machine table: Table 5 of 000 of every machine found under results/, side by side."""
+    input:
+        bsp_compare_inputs,
+    output:
+        report(res("bsp", "tables", "compare_machines.csv"), caption="../report/bsp_compare.rst", category="BSP comparison"),
+    localrule: True
+    log:
+        logf("bsp", "compare"),
+    script:
+        "../scripts/bsp_compare.py"
+
+
+if enabled("bsp"):
+    ALL_TARGETS += [
+        rules.bsp_doc_geometry.output[0],
+        *rules.bsp_doc_tables.output,
+        *rules.bsp_phase_tables.output,
+        *rules.bsp_phase_figures.output,
+        *rules.bsp_scaling.output,
+        *rules.bsp_grids.output,
+        *rules.bsp_convergence.output,
+        rules.bsp_compare.output[0],
+    ]
+    if BSP_HAS_STURM:
+        ALL_TARGETS += list(rules.bsp_sturm.output)

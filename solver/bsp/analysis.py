@@ -1,0 +1,476 @@
+"""From run records to the papers' tables and figures (papers 000 and 001).
+
+A *run directory* is what ``python -m solver run CONFIG --out DIR`` writes: ``run.json`` (provenance,
+``timers`` and ``summary``), ``timers.csv`` (step, phase, seconds), ``profiles.csv`` /
+``profiles_t0.csv``, ``scalars.csv`` and ``fields.h5``.  :func:`collect_runs` turns run
+directories into one tidy table (one row per run, one column per phase: mean seconds per time
+step); everything else works on that table:
+
+- :func:`phase_table`   Table 5 of 000; Fig 7, Tables 2-3 of 001 (per-phase time per variant);
+- :func:`weights`       Figs 11-13 of 000 (absolute and relative weight of phases in a parent);
+- :func:`speedups`      Fig 15 of 000, Figs 7-9 of 001 (baseline time / time);
+- :func:`mesh_scaling`  Fig 14 of 000, Figs 10-13 of 001 (each dimension doubled);
+- :func:`grid_speedups` Table 7 of 001 (iter speedup along the grid sequence);
+- :func:`convergence`   Fig 6 of 001 (error of N_s(x), j(x) vs the finest mesh; observed order);
+- :func:`compare_machines` the cross-machine table;
+- :func:`sturm_curve`   Fig 4 of 001 (Sturm count sigma(xi) of a Schroedinger matrix).
+"""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+MESH_DIMS = ("N_sbn", "NX", "NZ", "NW", "NPHI")
+
+# Phase names of the solver's PhaseTimer (run.json "timers")
+TOP = ("BTE", "DENS", "ITER")
+BTE_KERNELS = ("BTE/WENO_x", "BTE/WENO_w", "BTE/WENO_phi", "BTE/scat_gain", "BTE/scat_loss", "BTE/RK")
+ITER_STEPS = ("ITER/eigen", "ITER/Frechet", "ITER/constrlinsys", "ITER/solvelinsys")
+PHASES = ("step",) + TOP + BTE_KERNELS + ITER_STEPS
+
+# Table 5 of paper 000: its columns as sums of the solver's phases
+TABLE5 = {
+    "step": ("step",),
+    "BTE": ("BTE",),
+    "DENS": ("DENS",),
+    "ITER": ("ITER",),
+    "FD-WENO-5": ("BTE/WENO_x", "BTE/WENO_w", "BTE/WENO_phi"),
+    "scatt.": ("BTE/scat_gain", "BTE/scat_loss"),
+    "lin. sys.": ("ITER/solvelinsys",),
+    "Schrod.": ("ITER/eigen",),
+    "NR kernel": ("ITER/Frechet",),
+}
+# Tables 2 and 3 of paper 001 (phases BTE, iter; iter sections)
+TABLE2 = {"step": ("step",), "BTE": ("BTE",), "iter": ("ITER",)}
+TABLE3 = {"iter.eigen": ("ITER/eigen",), "iter.Frechet": ("ITER/Frechet",),
+          "iter.constrlinsys": ("ITER/constrlinsys",), "iter.solvelinsys": ("ITER/solvelinsys",)}
+
+
+# ------------------------------------------------------------------------------ names
+def mesh_name(N_sbn, NX, NZ, NW, NPHI) -> str:
+    """'6x65x65x300x48' (N_sbn x NX x NZ x NW x NPHI): the mesh part of a run path."""
+    return "x".join(str(int(v)) for v in (N_sbn, NX, NZ, NW, NPHI))
+
+
+def parse_mesh(name: str) -> dict:
+    parts = str(name).split("x")
+    if len(parts) != 5 or not all(p.isdigit() for p in parts):
+        raise ValueError(f"mesh name {name!r}: expected N_sbnxNXxNZxNWxNPHI, e.g. 6x65x65x300x48")
+    return dict(zip(MESH_DIMS, map(int, parts)))
+
+
+def variant_name(backend, threads) -> str:
+    """'numpy_t1', 'numba_t8', 'cupy_t1'."""
+    return f"{backend}_t{int(threads)}"
+
+
+def parse_variant(name: str) -> tuple[str, int]:
+    backend, _, t = str(name).rpartition("_t")
+    if not backend or not t.isdigit():
+        raise ValueError(f"variant {name!r}: expected BACKEND_tTHREADS, e.g. numpy_t1")
+    return backend, int(t)
+
+
+def variant_label(name: str) -> str:
+    b, t = parse_variant(name)
+    if b == "cupy":
+        return "GPU (cupy)"
+    if t == 1:
+        return f"{b} sequential"
+    return f"{b} {t} threads"
+
+
+def double(mesh: str, dim: str) -> str:
+    """The mesh with dimension ``dim`` doubled (NX, NZ: 2 (N - 1) + 1 nodes, so the old nodes stay nodes)."""
+    m = parse_mesh(mesh)
+    m[dim] = 2 * m[dim] - 1 if dim in ("NX", "NZ") else 2 * m[dim]
+    return mesh_name(**m)
+
+
+# ------------------------------------------------------------------------------ run records
+def normalize_phases(times: pd.Series) -> pd.Series:
+    """Canonical phase names: the step's sub-phases without the 'step/' prefix ('step/BTE/WENO_x'
+    -> 'BTE/WENO_x'); a canonical phase missing at its exact path is the sum of the phases
+    nested deeper under the same parent with the same leaf ('ITER/POTENTIAL/eigen' -> 'ITER/eigen')."""
+    out = {}
+    for k, v in times.items():
+        k = str(k)
+        if k.startswith("step/"):
+            k = k[len("step/"):]
+        if k.startswith("startup"):
+            continue
+        out[k] = out.get(k, 0.0) + float(v)
+    for c in PHASES:
+        if c in out or "/" not in c:
+            continue
+        parent, leaf = c.split("/", 1)
+        deeper = [k for k in out if k.startswith(parent + "/") and k.endswith("/" + leaf) and k.count("/") > 1]
+        if deeper:
+            out[c] = sum(out[k] for k in deeper)
+    return pd.Series(out, dtype=float)
+
+
+def mean_phase_times(run_dir, warmup: int = 1) -> pd.Series:
+    """Mean seconds per time step of every phase of one run.  From timers.csv, leaving out the
+    first ``warmup`` steps (start-up effects, JIT compilation) when more steps remain; else from
+    run.json's mean_per_step_s."""
+    run_dir = Path(run_dir)
+    csv = run_dir / "timers.csv"
+    if csv.is_file():
+        t = pd.read_csv(csv)
+        if len(t):
+            steps = np.sort(t["step"].unique())
+            keep = steps[warmup:] if len(steps) > warmup else steps
+            t = t[t["step"].isin(keep)]
+            # a phase absent from a step took no time in it
+            return normalize_phases(t.groupby("phase")["seconds"].sum() / len(keep))
+    rec = json.loads((run_dir / "run.json").read_text())
+    return normalize_phases(pd.Series(rec.get("timers", {}).get("mean_per_step_s", {}), dtype=float))
+
+
+def collect_runs(run_dirs, warmup: int = 1, machine: str | None = None) -> pd.DataFrame:
+    """One row per run: machine, variant, backend, threads, mesh and its dimensions, steps,
+    wall_s, startup_s, mean_current_A_per_m, then one column per phase (mean s per step)."""
+    rows = []
+    for d in run_dirs:
+        d = Path(d)
+        rec = json.loads((d / "run.json").read_text())
+        cfg = rec.get("config", {})
+        mesh = cfg.get("mesh", {})
+        num = cfg.get("numerics", {})
+        backend = num.get("backend") or (rec.get("device") or {}).get("backend") or "numpy"
+        threads = num.get("threads") or 1
+        if backend == "cupy":
+            threads = 1
+        summ = rec.get("summary", {})
+        row = {
+            "machine": machine or rec.get("machine_tag", ""),
+            "variant": variant_name(backend, threads), "backend": backend, "threads": int(threads),
+            "mesh": mesh_name(*(mesh.get(k, 0) for k in MESH_DIMS)),
+            **{k: int(mesh.get(k, 0)) for k in MESH_DIMS},
+            "steps": summ.get("steps", rec.get("timers", {}).get("steps")),
+            "wall_s": summ.get("wall_s"), "startup_s": summ.get("startup_s"),
+            "mean_current_A_per_m": summ.get("mean_current_A_per_m"),
+            "run": str(d),
+        }
+        row.update(mean_phase_times(d, warmup).to_dict())
+        rows.append(row)
+    df = pd.DataFrame(rows)
+    for p in PHASES:
+        if p not in df.columns:
+            df[p] = np.nan
+    return df
+
+
+def _combine(runs: pd.DataFrame, columns: dict) -> pd.DataFrame:
+    out = pd.DataFrame(index=runs.index)
+    for name, parts in columns.items():
+        present = [p for p in parts if p in runs.columns]
+        out[name] = runs[present].sum(axis=1, min_count=1) if present else np.nan
+    return out
+
+
+def phase_table(runs: pd.DataFrame, columns: dict = TABLE5, by=("variant",)) -> pd.DataFrame:
+    """Mean seconds per step of the papers' phases, one row per ``by`` key (variants ordered as
+    sequential, threads ascending, GPU last)."""
+    runs = _ordered(runs)
+    t = _combine(runs, columns)
+    t.index = pd.MultiIndex.from_frame(runs[list(by)]) if len(by) > 1 else pd.Index(runs[by[0]], name=by[0])
+    return t
+
+
+def _ordered(runs: pd.DataFrame) -> pd.DataFrame:
+    rank = runs["backend"].map({"numpy": 0, "numba": 1, "cupy": 2}).fillna(3)
+    return runs.assign(_r=rank).sort_values(["_r", "threads"]).drop(columns="_r")
+
+
+def weights(runs: pd.DataFrame, parent: str, children, by: str = "variant") -> pd.DataFrame:
+    """Absolute (s per step) and relative (share of ``parent``) weight of ``children`` per run:
+    columns '<child>' and '<child> [%]' plus 'other' (parent minus the children, the untimed part)."""
+    runs = _ordered(runs)
+    out = pd.DataFrame(index=pd.Index(runs[by], name=by))
+    par = runs[parent].to_numpy(float)
+    acc = np.zeros(len(runs))
+    for c in children:
+        v = runs[c].to_numpy(float) if c in runs else np.full(len(runs), np.nan)
+        out[c] = v
+        acc += np.nan_to_num(v)
+    out["other"] = par - acc
+    for c in list(children) + ["other"]:
+        out[f"{c} [%]"] = 100.0 * out[c].to_numpy(float) / par
+    return out
+
+
+def speedups(table: pd.DataFrame, baseline: str) -> pd.DataFrame:
+    """Speedup of every row of a phase table (index = variant) relative to row ``baseline``:
+    t_baseline / t, per column."""
+    if baseline not in table.index:
+        raise KeyError(f"baseline {baseline!r} not among {list(table.index)}")
+    return table.loc[baseline] / table
+
+
+def mesh_scaling(runs: pd.DataFrame, reference: str, columns: dict = TABLE5, variant: str | None = None) -> pd.DataFrame:
+    """Fig 14 of 000: per-phase time of the reference mesh and of each mesh with one dimension
+    doubled, for one variant.  Rows: 'reference', then 'N_sbn x2', 'NX x2', ...; columns: the
+    phases (s per step) and '<phase> ratio' (time / reference time)."""
+    sel = runs if variant is None else runs[runs["variant"] == variant]
+    by_mesh = {m: g.iloc[0] for m, g in sel.groupby("mesh")}
+    if reference not in by_mesh:
+        raise KeyError(f"reference mesh {reference!r} not among the runs ({sorted(by_mesh)})")
+    rows, names = [], []
+    for name, mesh in [("reference", reference)] + [(f"{d} x2", double(reference, d)) for d in MESH_DIMS]:
+        if mesh in by_mesh:
+            rows.append(by_mesh[mesh])
+            names.append(name)
+    df = pd.DataFrame(rows)
+    t = _combine(df, columns)
+    t.index = pd.Index(names, name="mesh change")
+    t.insert(0, "mesh", df["mesh"].to_numpy())
+    ref = t.loc["reference"]
+    for c in columns:
+        t[f"{c} ratio"] = t[c] / ref[c]
+    return t
+
+
+def grid_speedups(runs: pd.DataFrame, baseline: str, phase: str = "ITER", meshes=None) -> pd.DataFrame:
+    """Table 7 of 001 (and Figs 10-13 with the doubled meshes): speedup of ``phase`` of every
+    variant relative to ``baseline`` on the same mesh; rows = meshes (in the given order), columns
+    = variants."""
+    p = runs.pivot_table(index="mesh", columns="variant", values=phase, aggfunc="mean")
+    if baseline not in p.columns:
+        raise KeyError(f"baseline {baseline!r} not among the variants {list(p.columns)}")
+    sp = p.rdiv(p[baseline], axis=0)
+    order = [c for c in _ordered(runs.drop_duplicates("variant"))["variant"] if c in sp.columns]
+    sp = sp[order]
+    if meshes is not None:
+        sp = sp.reindex([m for m in meshes if m in sp.index])
+    return sp
+
+
+def compare_machines(tables: dict) -> pd.DataFrame:
+    """Cross-machine table: ``tables[machine]`` is a phase table (index variant, columns phases);
+    the result has rows (variant, phase) and one column per machine (s per step)."""
+    cols = {}
+    for machine, t in sorted(tables.items()):
+        cols[machine] = t.stack(future_stack=True) if hasattr(t, "stack") else t
+    out = pd.DataFrame(cols)
+    out.index.names = ["variant", "phase"]
+    return out
+
+
+# ------------------------------------------------------------------------------ convergence
+def observed_order(h, e) -> np.ndarray:
+    """Observed order between consecutive meshes: log(e_k / e_{k+1}) / log(h_k / h_{k+1})
+    (NaN for the first mesh and wherever an error is 0)."""
+    h = np.asarray(h, float)
+    e = np.asarray(e, float)
+    p = np.full(len(e), np.nan)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        p[1:] = np.log(e[:-1] / e[1:]) / np.log(h[:-1] / h[1:])
+    p[~np.isfinite(p)] = np.nan
+    return p
+
+
+def profile_error(x, u, x_ref, u_ref) -> tuple[float, float]:
+    """Relative errors of a profile u(x) against a finer u_ref(x_ref) interpolated (linearly) onto
+    x: (max-norm, L2-norm by trapezoids), each divided by the same norm of the reference."""
+    x, u, x_ref, u_ref = (np.asarray(a, float) for a in (x, u, x_ref, u_ref))
+    r = np.interp(x, x_ref, u_ref)
+    d = u - r
+    einf = np.abs(d).max() / max(np.abs(r).max(), 1e-300)
+    l2 = math.sqrt(np.trapezoid(d**2, x)) / max(math.sqrt(np.trapezoid(r**2, x)), 1e-300)
+    return float(einf), float(l2)
+
+
+CONVERGENCE_QUANTITIES = {"Ns": "Ns_total_m-2", "j": "j_total_A_per_m"}
+
+
+def convergence(profiles: dict, reference: str, quantities: dict = CONVERGENCE_QUANTITIES) -> pd.DataFrame:
+    """Fig 6 of 001: ``profiles[mesh]`` = profiles DataFrame (x_m and the quantities) of each mesh;
+    ``reference`` the finest mesh.  One row per coarser mesh (ordered by NX): h = 1/(NX-1), the
+    relative max- and L2-errors of each quantity against the reference, and the observed order
+    between consecutive meshes (every dimension is refined together, so h stands for all)."""
+    ref = profiles[reference]
+    meshes = sorted((m for m in profiles if m != reference), key=lambda m: parse_mesh(m)["NX"])
+    rows = []
+    for m in meshes:
+        p = profiles[m]
+        row = {"mesh": m, **parse_mesh(m), "h": 1.0 / (parse_mesh(m)["NX"] - 1)}
+        for q, col in quantities.items():
+            einf, el2 = profile_error(p["x_m"], p[col], ref["x_m"], ref[col])
+            row[f"{q}_err_max"] = einf
+            row[f"{q}_err_L2"] = el2
+        rows.append(row)
+    df = pd.DataFrame(rows)
+    for q in quantities:
+        for n in ("max", "L2"):
+            df[f"{q}_order_{n}"] = observed_order(df["h"], df[f"{q}_err_{n}"]) if len(df) else []
+    return df
+
+
+# ------------------------------------------------------------------------------ Sturm count
+def sturm_curve(diag, off, sturm_count, n_xi: int = 400, n_eig: int | None = None, margin: float = 0.05):
+    """Fig 4 of 001: sigma(xi) = number of eigenvalues below xi of the symmetric tridiagonal matrix
+    (diag, off), sampled on ``n_xi`` points spanning the lowest ``n_eig`` eigenvalues, with the
+    eigenvalues from a dense-quality tridiagonal solver (scipy) for the jumps.  ``sturm_count`` is
+    the solver's function sturm_count(diag, off, xi).  Returns (xi, sigma, eigenvalues)."""
+    from scipy.linalg import eigvalsh_tridiagonal
+
+    diag = np.asarray(diag, float)
+    off = np.asarray(off, float)
+    n_eig = n_eig or len(diag)
+    ev = eigvalsh_tridiagonal(diag, off, select="i", select_range=(0, n_eig - 1))
+    lo, hi = ev[0], ev[-1]
+    span = hi - lo if hi > lo else max(abs(hi), 1.0)
+    xi = np.linspace(lo - margin * span, hi + margin * span, n_xi)
+    sigma = np.array([int(sturm_count(diag, off, v)) for v in xi])
+    return xi, sigma, ev
+
+
+# ------------------------------------------------------------------------------ figures
+def _plt():
+    import matplotlib
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+    return plt
+
+
+def plot_weights(w: pd.DataFrame, children, title: str):
+    """Stacked bars of absolute (s per step) and relative (%) weights (Figs 11-13 of 000)."""
+    plt = _plt()
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 3.8))
+    labels = [variant_label(v) for v in w.index]
+    xs = np.arange(len(w))
+    bottom_a = np.zeros(len(w))
+    bottom_r = np.zeros(len(w))
+    for c in list(children) + ["other"]:
+        va = np.nan_to_num(w[c].to_numpy(float)).clip(min=0)
+        vr = np.nan_to_num(w[f"{c} [%]"].to_numpy(float)).clip(min=0)
+        lab = c.split("/")[-1]
+        a1.bar(xs, va, bottom=bottom_a, label=lab)
+        a2.bar(xs, vr, bottom=bottom_r, label=lab)
+        bottom_a += va
+        bottom_r += vr
+    for a in (a1, a2):
+        a.set_xticks(xs, labels, rotation=30, ha="right", fontsize=8)
+    a1.set_ylabel("s per time step")
+    a2.set_ylabel("% of the phase")
+    a1.set_yscale("log" if bottom_a.max() > 50 * max(bottom_a.min(), 1e-300) else "linear")
+    a2.legend(fontsize=7, bbox_to_anchor=(1.01, 1), loc="upper left")
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def plot_speedups(sp: pd.DataFrame, title: str):
+    """Speedup of every phase vs the thread count (CPU variants as lines per backend, GPU variants
+    as horizontal marks): Fig 15 of 000, Figs 7-9 of 001."""
+    plt = _plt()
+    cols = list(sp.columns)
+    n = len(cols)
+    ncol = min(n, 3)
+    nrow = math.ceil(n / ncol)
+    fig, axes = plt.subplots(nrow, ncol, figsize=(4 * ncol, 3 * nrow), squeeze=False)
+    parsed = [parse_variant(v) for v in sp.index]
+    maxt = max([t for b, t in parsed if b != "cupy"] + [1])
+    for ax, c in zip(axes.flat, cols):
+        for b in sorted({b for b, _ in parsed if b != "cupy"}):
+            idx = [i for i, (bb, _) in enumerate(parsed) if bb == b]
+            ts = [parsed[i][1] for i in idx]
+            ax.plot(ts, sp[c].iloc[idx].to_numpy(float), "o-", label=b)
+        for i, (b, _) in enumerate(parsed):
+            if b == "cupy":
+                ax.axhline(float(sp[c].iloc[i]), color="C3", ls="--", label="GPU")
+        ax.plot([1, maxt], [1, maxt], color="0.7", lw=0.8, label="ideal")
+        ax.set_title(c, fontsize=9)
+        ax.set_xlabel("threads")
+        ax.set_ylabel("speedup")
+    for ax in list(axes.flat)[n:]:
+        ax.axis("off")
+    axes.flat[0].legend(fontsize=7)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def plot_mesh_scaling(t: pd.DataFrame, columns, title: str):
+    """Fig 14 of 000: time per phase for the reference mesh and each dimension doubled."""
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(9, 3.8))
+    xs = np.arange(len(t))
+    width = 0.8 / max(len(columns), 1)
+    for k, c in enumerate(columns):
+        ax.bar(xs + (k - (len(columns) - 1) / 2) * width, t[c].to_numpy(float), width, label=c)
+    ax.set_xticks(xs, [f"{i}\n{m}" for i, m in zip(t.index, t["mesh"])], fontsize=7)
+    ax.set_ylabel("s per time step")
+    ax.set_yscale("log")
+    ax.legend(fontsize=7, ncol=3)
+    ax.set_title(title, fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def plot_grid_speedups(sp: pd.DataFrame, title: str):
+    """Table 7 / Figs 10-13 of 001: speedup of the iter phase per mesh (groups) and variant (bars)."""
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(9, 3.8))
+    xs = np.arange(len(sp))
+    width = 0.8 / max(len(sp.columns), 1)
+    for k, c in enumerate(sp.columns):
+        ax.bar(xs + (k - (len(sp.columns) - 1) / 2) * width, sp[c].to_numpy(float), width, label=variant_label(c))
+    ax.set_xticks(xs, list(sp.index), fontsize=7)
+    ax.set_xlabel("mesh N_sbn x NX x NZ x NW x NPHI")
+    ax.set_ylabel("speedup vs sequential")
+    ax.legend(fontsize=7)
+    ax.set_title(title, fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def plot_convergence(profiles: dict, reference: str, table: pd.DataFrame, t_ps=None):
+    """Fig 6 of 001: N_s(x) and j(x) on every mesh and the reference, and their errors vs h."""
+    plt = _plt()
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
+    order = sorted(profiles, key=lambda m: parse_mesh(m)["NX"])
+    for m in order:
+        p = profiles[m]
+        ref = m == reference
+        kw = dict(color="k", lw=2, label=f"{m} (reference)") if ref else dict(lw=1, label=m)
+        axes[0].plot(p["x_m"] * 1e9, p[CONVERGENCE_QUANTITIES["Ns"]], **kw)
+        axes[1].plot(p["x_m"] * 1e9, p[CONVERGENCE_QUANTITIES["j"]], **kw)
+    axes[0].set_ylabel(r"$N_s(x)$ [m$^{-2}$]")
+    axes[0].set_yscale("log")
+    axes[1].set_ylabel(r"$j(x)$ [A/m]")
+    for a in axes[:2]:
+        a.set_xlabel("x [nm]")
+    axes[0].legend(fontsize=6)
+    if len(table):
+        for q, mk in (("Ns", "o"), ("j", "s")):
+            axes[2].loglog(table["h"], table[f"{q}_err_L2"], mk + "-", label=f"{q} (L2)")
+            axes[2].loglog(table["h"], table[f"{q}_err_max"], mk + "--", label=f"{q} (max)")
+        axes[2].legend(fontsize=7)
+    axes[2].set_xlabel("h = 1/(NX-1)")
+    axes[2].set_ylabel("relative error vs reference")
+    fig.suptitle("Convergence towards the finest mesh" + (f" at t = {t_ps} ps" if t_ps is not None else ""), fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def plot_sturm(xi, sigma, ev, unit: str = "", title: str = ""):
+    """Fig 4 of 001: the step function sigma(xi) with the eigenvalues at its jumps."""
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(7, 3.8))
+    ax.step(xi, sigma, where="post", color="C0", label=r"Sturm count $\sigma(\xi)$")
+    ax.plot(ev, np.arange(1, len(ev) + 1) - 0.5, "x", color="C3", label="eigenvalues")
+    for e in ev:
+        ax.axvline(e, color="C3", lw=0.5, alpha=0.5)
+    ax.set_xlabel(r"$\xi$" + (f" [{unit}]" if unit else ""))
+    ax.set_ylabel("number of eigenvalues below xi")
+    ax.legend(fontsize=8, loc="upper left")
+    ax.set_title(title, fontsize=9)
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,23 @@
+"""Snakemake wrapper: Figs 11-13, 15 of 000 and Figs 7-9 of 001 from the timing runs."""
+import sys
+
+sys.stderr = open(snakemake.log[0], "w")
+import pandas as pd
+
+from solver import io
+from solver.bsp import analysis as A
+
+runs = pd.read_csv(snakemake.input[0])
+out, mesh, base = snakemake.output, snakemake.params.mesh, snakemake.params.baseline
+io.save_figure(A.plot_weights(A.weights(runs, "step", A.TOP), A.TOP,
+                              f"Fig 11 (000): weight of BTE / DENS / ITER per time step, mesh {mesh}"), out.fig11)
+io.save_figure(A.plot_weights(A.weights(runs, "BTE", A.BTE_KERNELS), A.BTE_KERNELS,
+                              f"Fig 12 (000): weight of the BTE kernels, mesh {mesh}"), out.fig12)
+io.save_figure(A.plot_weights(A.weights(runs, "ITER", A.ITER_STEPS), A.ITER_STEPS,
+                              f"Fig 13 (000): weight of the ITER steps, mesh {mesh}"), out.fig13)
+io.save_figure(A.plot_speedups(A.speedups(A.phase_table(runs, A.TABLE5), base),
+                               f"Fig 15 (000): speedup per phase vs {base}, mesh {mesh}"), out.fig15)
+io.save_figure(A.plot_speedups(A.speedups(A.phase_table(runs, A.TABLE2), base),
+                               f"Fig 7 (001): speedup of a time step, BTE and iter vs {base}"), out.fig7)
+io.save_figure(A.plot_speedups(A.speedups(A.phase_table(runs, A.TABLE3), base),
+                               f"Figs 8-9 (001): speedup of the iter sections vs {base}"), out.fig8_9)

@@ -1,0 +1,28 @@
+"""Snakemake wrapper: Table 5 of 000, Tables 2-3 of 001, speedups and weights from the timing runs."""
+import sys
+from pathlib import Path
+
+sys.stderr = open(snakemake.log[0], "w")
+import pandas as pd
+
+from solver import io, provenance
+from solver.bsp import analysis as A
+
+runs = pd.read_csv(snakemake.input[0])
+out = snakemake.output
+t5 = A.phase_table(runs, A.TABLE5)
+io.write_csv(t5, out.table5, index=True)
+io.write_csv(A.phase_table(runs, A.TABLE2), out.table2, index=True)
+io.write_csv(A.phase_table(runs, A.TABLE3), out.table3, index=True)
+io.write_csv(A.speedups(t5, snakemake.params.baseline), out.speedups000, index=True)
+t23 = A.phase_table(runs, {**A.TABLE2, **A.TABLE3})
+io.write_csv(A.speedups(t23, snakemake.params.baseline), out.speedups001, index=True)
+w = pd.concat({
+    "top": A.weights(runs, "step", A.TOP),
+    "BTE": A.weights(runs, "BTE", A.BTE_KERNELS),
+    "ITER": A.weights(runs, "ITER", A.ITER_STEPS),
+}, names=["parent"])
+io.write_csv(w, out.weights, index=True)
+io.write_json(Path(out.table5).parent / "phase_tables.provenance.json",
+              provenance.collect(extra={"rule": snakemake.rule, "inputs": list(snakemake.input)}))
+print(t5.to_string(), file=sys.stderr)
