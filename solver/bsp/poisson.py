@@ -1,0 +1,444 @@
+"""The Schroedinger-Poisson block (phase ITER): Newton-Raphson with the Frechet derivative
+(physics.md §7-§8; papers 000 §2.5 and 001 §2) for the three problems
+
+- INITCOND: homogeneous Neumann at x = 0, 1; 2-D Fermi-Dirac densities; start V = 1; tol 1e-12.
+- THERMEQUIL: Dirichlet V_b(z) at x = 0, 1; Boltzmann densities with one constant A; start V_b.
+- POTENTIAL: Dirichlet V_b at x = 0, V_b + V_DS at x = 1; densities rho from the BTE held fixed;
+  start: the previous V; tol 1e-6; Gummel fallback.
+
+Every Newton iteration solves, at the interior nodes (1 <= i <= NX-2, 1 <= j <= NZ-2),
+
+    -eta^2 d_x(eps_r d_x V_new) - d_z(eps_r d_z V_new) + c_p dz sum_j' F_i(j, j') V_new(i, j')
+        = -c_p (N_old - N_D) + c_p dz sum_j' F_i(j, j') V_old(i, j')
+
+(5-point stencil, eps_r at half nodes = arithmetic mean; F = dN/dV per column from first-order
+perturbation of the eigenpairs), with unit-diagonal boundary rows: Dirichlet (gates, contact
+columns) or first-order Neumann (boundary value = neighbour).  Every row is divided by its
+diagonal (row equilibration) and the system is solved with a sparse LU (SuperLU, on the host for
+every backend; natural ordering: with k = i NZ + j the matrix is block tridiagonal with dense
+NZ-blocks, i.e. banded, and the natural order keeps the band).  Then the eigenpairs and N are recomputed at the new iterate.
+
+Convergence: the L-inf and L2 (sqrt(dx dz sum over all nodes)) norms of the changes of V and N,
+all four below the tolerance.  Stagnation guard: when for 3 consecutive iterations none of the four
+norms reached a new minimum and all four are below 1e-10, the iteration stops and the result says
+so (``stagnated=True``, plus a warning).  Limits: ``max_iter_startup`` (fatal) for INITCOND and
+THERMEQUIL; ``max_iter_potential`` for POTENTIAL, after which (or on NaN/Inf or a failed linear
+solve) a Gummel iteration restarts from the current iterate (F replaced by the pointwise N_old),
+and if that fails too, ``ConvergenceError``.
+
+Phases (nested inside whatever phase the caller opened, e.g. ITER): ``eigen`` (eigenpairs and
+densities), ``Frechet``, ``constrlinsys``, ``solvelinsys``.
+"""
+from __future__ import annotations
+
+import math
+import warnings
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.sparse as sp
+import scipy.sparse.linalg as spla
+
+from solver.bsp import schrodinger
+
+STAGNATION_FLOOR = 1e-10
+STAGNATION_ITERS = 3
+NORM_KEYS = ("dV_inf", "dV_l2", "dN_inf", "dN_l2")
+
+
+class ConvergenceError(RuntimeError):
+    """A Schroedinger-Poisson iteration did not converge (message names the problem and norms)."""
+
+
+@dataclass
+class IterResult:
+    """Outcome of one Schroedinger-Poisson solve (arrays on the backend).
+
+    V (NX, NZ); eps (NX, 3, N_sbn); chi (NX, 3, N_sbn, NZ); rho (NX, 3, N_sbn): the densities
+    that produced N (Fermi-Dirac for INITCOND, rho^eq for THERMEQUIL, the given BTE rho for
+    POTENTIAL); N (NX, NZ) = 2 sum rho chi^2 at the final iterate; iterations: Newton (+ Gummel)
+    updates; norms: the last {dV_inf, dV_l2, dN_inf, dN_l2}; history: norms per iteration;
+    method: 'newton' or 'gummel'; A: the THERMEQUIL constant (None otherwise).
+    """
+    problem: str
+    V: object
+    eps: object
+    chi: object
+    rho: object
+    N: object
+    iterations: int
+    norms: dict
+    history: list = field(default_factory=list)
+    converged: bool = True
+    stagnated: bool = False
+    method: str = "newton"
+    A: float | None = None
+    gummel_iterations: int = 0
+
+
+def _phase(timer, name):
+    return timer.phase(name) if timer is not None else nullcontext()
+
+
+# ---------------------------------------------------------------------- densities and Frechet kernel
+def fermi_dirac_rho(model, xp, eps):
+    """INITCOND densities rho = (1/pi) sqrt(m_x m_y) ln(1 + e^{-eps}) (NX, 3, N_sbn)."""
+    s = xp.asarray(model.sqrt_mxmy)[None, :, None]
+    return (s / math.pi) * xp.logaddexp(0.0, -eps)
+
+
+def fermi_dirac_drho(model, xp, eps):
+    """-d rho/d eps = (1/pi) sqrt(m_x m_y) e^{-eps}/(1 + e^{-eps})."""
+    s = xp.asarray(model.sqrt_mxmy)[None, :, None]
+    return (s / math.pi) / (1.0 + xp.exp(eps))
+
+
+def boltzmann_rho(model, xp, eps, A):
+    """THERMEQUIL densities rho = A sqrt(m_x m_y) e^{-eps}."""
+    s = xp.asarray(model.sqrt_mxmy)[None, :, None]
+    return A * s * xp.exp(-eps)
+
+
+def density(xp, rho, chi):
+    """N(x, z) = 2 sum_{nu,p} rho chi^2 (NX, NZ); zero at j = 0, NZ-1 because chi is."""
+    return 2.0 * xp.einsum("ivp,ivpz->iz", rho, chi * chi)
+
+
+def frechet(model, backend, eps, chi, rho, drho=None):
+    """Frechet kernel F_i(j, j') = dN(x_i, z_j)/dV(x_i, z_j') at the interior columns and nodes.
+
+    Shape (NX-2, NZ-2, NZ-2) for i = 1..NX-2, j, j' = 1..NZ-2 (zero elsewhere by definition).
+    F = sum_nu [ sum_p 2 drho_p chi_p^2(z) chi_p^2(z')
+               + sum_{p<p'} 4 (rho_p - rho_p')/(eps_p' - eps_p) (chi_p chi_p')(z) (chi_p chi_p')(z') ]
+    with drho = -d rho/d eps (INITCOND: Fermi-Dirac; THERMEQUIL: rho itself) or None (POTENTIAL:
+    rho held fixed).  The unordered-pair form is the papers' ordered double sum p != p' summed
+    pairwise; it equals the three variants of physics.md §8.  Evaluated as one batched matmul
+    B^T diag(c) B per column, B = the (3 (N_sbn + N_sbn (N_sbn-1)/2), NZ-2) products.
+    """
+    xp = backend.xp
+    n = eps.shape[-1]
+    ch = chi[1:-1, :, :, 1:-1]  # (NXi, 3, n, nz)
+    e = eps[1:-1]
+    r = rho[1:-1]
+    pa, pb = np.triu_indices(n, k=1)
+    prod = ch[:, :, pa, :] * ch[:, :, pb, :]  # (NXi, 3, npair, nz)
+    coef = 4.0 * (r[:, :, pa] - r[:, :, pb]) / (e[:, :, pb] - e[:, :, pa])  # (NXi, 3, npair)
+    B = [prod]
+    C = [coef]
+    if drho is not None:
+        B.append(ch * ch)
+        C.append(2.0 * drho[1:-1])
+    B = xp.concatenate(B, axis=2)
+    C = xp.concatenate(C, axis=2)
+    NXi, nz = B.shape[0], B.shape[-1]
+    B = B.reshape(NXi, -1, nz)
+    C = C.reshape(NXi, -1)
+    return xp.matmul(xp.swapaxes(B * C[:, :, None], 1, 2), B)
+
+
+# ---------------------------------------------------------------------- the Newton system
+class NewtonSystem:
+    """Sparsity pattern, Laplacian coefficients and boundary rows of one problem's linear system.
+
+    ``x_bc``: 'neumann' (INITCOND) or 'dirichlet' (THERMEQUIL, POTENTIAL).  Unknown k = i NZ + j.
+    Built once per (model, x_bc) with vectorised index arrays; ``matrix(F)`` then assembles the
+    row-equilibrated CSC matrix by one bincount onto the fixed pattern.
+    """
+
+    def __init__(self, model, x_bc: str):
+        if x_bc not in ("neumann", "dirichlet"):
+            raise ValueError(f"x_bc must be 'neumann' or 'dirichlet', not {x_bc!r}")
+        self.x_bc = x_bc
+        NX, NZ = model.NX, model.NZ
+        self.NX, self.NZ = NX, NZ
+        self.n = n = NX * NZ
+        dx, dz, eta = model.dx, model.dz, model.eta
+        self.cp_dz = model.cp * dz
+        idx = np.arange(n).reshape(NX, NZ)
+        er = np.asarray(model.eps_r, dtype=float)
+        ex = 0.5 * (er[1:] + er[:-1])  # (NX-1, NZ): i+1/2
+        ez = 0.5 * (er[:, 1:] + er[:, :-1])  # (NX, NZ-1): j+1/2
+        aW = eta**2 * ex[:-1, 1:-1] / dx**2
+        aE = eta**2 * ex[1:, 1:-1] / dx**2
+        aS = ez[1:-1, :-1] / dz**2
+        aN = ez[1:-1, 1:] / dz**2
+        lap_diag = aW + aE + aS + aN  # (NX-2, NZ-2)
+        r = idx[1:-1, 1:-1]
+        rows = [r, r, r, r, r]
+        cols = [r, idx[:-2, 1:-1], idx[2:, 1:-1], idx[1:-1, :-2], idx[1:-1, 2:]]
+        vals = [lap_diag, -aW, -aE, -aS, -aN]
+        # boundary rows: unit diagonal, -1 at the neighbour for Neumann
+        diag = np.ones(n)
+        diag[r.ravel()] = lap_diag.ravel()
+        dirichlet = np.zeros((NX, NZ), dtype=bool)
+        bnd_rows, bnd_nb = [], []
+        ii = np.arange(1, NX - 1)
+        gate = np.asarray(model.gate_x)[1:-1]
+        for j, jn in ((0, 1), (NZ - 1, NZ - 2)):
+            dirichlet[ii[gate], j] = True
+            bnd_rows.append(idx[ii[~gate], j])
+            bnd_nb.append(idx[ii[~gate], jn])
+        jj = np.arange(NZ)
+        if x_bc == "dirichlet":
+            dirichlet[0, :] = dirichlet[-1, :] = True
+        else:
+            bnd_rows += [idx[0, jj], idx[-1, jj]]
+            bnd_nb += [idx[1, jj], idx[-2, jj]]
+        self.dirichlet = dirichlet
+        self.dirichlet_flat = np.flatnonzero(dirichlet.ravel())
+        bnd_rows = np.concatenate(bnd_rows)
+        bnd_nb = np.concatenate(bnd_nb)
+        self.neumann_rows, self.neumann_nb = bnd_rows, bnd_nb
+        rows += [self.dirichlet_flat, bnd_rows, bnd_rows]
+        cols += [self.dirichlet_flat, bnd_rows, bnd_nb]
+        vals += [np.ones(self.dirichlet_flat.size), np.ones(bnd_rows.size), -np.ones(bnd_rows.size)]
+        # the dense Frechet blocks of the interior columns
+        rF = np.broadcast_to(r[:, :, None], r.shape + (NZ - 2,))
+        cF = np.broadcast_to(r[:, None, :], r.shape + (NZ - 2,))
+        rows_s = np.concatenate([np.ravel(a) for a in rows])
+        cols_s = np.concatenate([np.ravel(a) for a in cols])
+        self.vals_static = np.concatenate([np.ravel(a) for a in vals])
+        self.n_static = self.vals_static.size
+        all_rows = np.concatenate([rows_s, rF.ravel()])
+        all_cols = np.concatenate([cols_s, cF.ravel()])
+        # CSC pattern: unique (col, row) keys, the map of every entry onto it
+        keys = all_cols.astype(np.int64) * n + all_rows
+        ukeys, self.inverse = np.unique(keys, return_inverse=True)
+        self.indices = (ukeys % n).astype(np.int32)
+        ucols = ukeys // n
+        self.indptr = np.searchsorted(ucols, np.arange(n + 1)).astype(np.int32)
+        self.nnz = ukeys.size
+        self.all_rows = all_rows
+        self.diag_static = diag
+        self.interior = r.ravel()
+        self.lap_diag = lap_diag
+        self.gate = gate
+
+    def matrix(self, F_blocks: np.ndarray):
+        """Row-equilibrated CSC matrix and the row scale (1/diagonal) for host blocks (NX-2, nz, nz)."""
+        Fv = self.cp_dz * F_blocks
+        d = self.diag_static.copy()
+        d[self.interior] += np.einsum("ijj->ij", Fv).ravel()
+        s = 1.0 / d
+        data = np.concatenate([self.vals_static, Fv.ravel()]) * s[self.all_rows]
+        csc = np.bincount(self.inverse, weights=data, minlength=self.nnz)
+        A = sp.csc_matrix((csc, self.indices, self.indptr), shape=(self.n, self.n))
+        return A, s
+
+    def boundary_values(self, model, V_left=None, V_right=None) -> np.ndarray:
+        """Right-hand side of the boundary rows (NX, NZ): gate voltages, contact columns, 0 for Neumann."""
+        b = np.zeros((self.NX, self.NZ))
+        VGb, VGt = model.V_G
+        ii = np.arange(1, self.NX - 1)[self.gate]
+        b[ii, 0] = VGb
+        b[ii, -1] = VGt
+        if self.x_bc == "dirichlet":
+            b[0, :] = V_left
+            b[-1, :] = V_right
+        return b
+
+
+def _system(model, x_bc):
+    key = ("_iter_newton_system", x_bc)  # host structure cached on the model (not a backend array)
+    cache = model._device_cache
+    if key not in cache:
+        cache[key] = NewtonSystem(model, x_bc)
+    return cache[key]
+
+
+# ---------------------------------------------------------------------- the iteration
+def _norms(xp, model, V_new, V_old, N_new, N_old):
+    w = math.sqrt(model.dx * model.dz)
+    dV = V_new - V_old
+    dN = N_new - N_old
+    vals = xp.stack([xp.max(xp.abs(dV)), w * xp.sqrt(xp.sum(dV * dV)),
+                     xp.max(xp.abs(dN)), w * xp.sqrt(xp.sum(dN * dN))])
+    vals = np.asarray(vals.get() if hasattr(vals, "get") else vals, dtype=float)
+    return dict(zip(NORM_KEYS, vals.tolist()))
+
+
+class _LinearSolveFailed(RuntimeError):
+    pass
+
+
+def _newton_loop(model, backend, problem, V, sysm, bvals, rho_fn, drho_fn, tol, max_iter,
+                 timer, gummel=False, eigs=None):
+    """Run Newton (or Gummel) updates from V; return an IterResult (converged or not) or raise
+    _LinearSolveFailed / FloatingPointError through the caller's handling."""
+    xp = backend.xp
+    NX, NZ = model.NX, model.NZ
+    ND = model.on(backend, "N_D")
+    cp = model.cp
+    with _phase(timer, "eigen"):
+        if eigs is None:
+            eps, chi = schrodinger.solve_eigen(model, backend, V)
+        else:
+            eps, chi = eigs
+        rho = rho_fn(eps)
+        N = density(xp, rho, chi)
+    bflat = bvals.ravel()
+    history = []
+    best = {k: math.inf for k in NORM_KEYS}
+    flat = 0
+    stagnated = False
+    for it in range(1, max_iter + 1):
+        with _phase(timer, "Frechet"):
+            if gummel:
+                F = xp.zeros((NX - 2, NZ - 2, NZ - 2))
+                ar = xp.arange(NZ - 2)
+                F[:, ar, ar] = N[1:-1, 1:-1] / model.dz
+            else:
+                F = frechet(model, backend, eps, chi, rho, drho_fn(eps, rho) if drho_fn else None)
+            # right-hand side of the interior rows: -c_p (N_old - N_D) + c_p dz F V_old
+            FV = xp.einsum("ijk,ik->ij", F, V[1:-1, 1:-1])
+            rhs_int = -cp * (N[1:-1, 1:-1] - ND[1:-1, 1:-1]) + sysm.cp_dz * FV
+        with _phase(timer, "constrlinsys"):
+            Fh = backend.to_numpy(F)
+            A, s = sysm.matrix(Fh)
+            b = bflat.copy()
+            b[sysm.interior] = backend.to_numpy(rhs_int).ravel()
+            b *= s
+        with _phase(timer, "solvelinsys"):
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("error", sp.SparseEfficiencyWarning)
+                    lu = spla.splu(A, permc_spec="NATURAL")
+                    x = lu.solve(b)
+            except (RuntimeError, ValueError) as exc:
+                raise _LinearSolveFailed(f"{problem}: sparse LU failed in iteration {it}: {exc}") from exc
+            if not np.all(np.isfinite(x)):
+                raise _LinearSolveFailed(f"{problem}: non-finite Newton update in iteration {it}")
+            x[sysm.dirichlet_flat] = bflat[sysm.dirichlet_flat]  # exact Dirichlet data
+            V_new = backend.asarray(x.reshape(NX, NZ))
+        with _phase(timer, "eigen"):
+            eps, chi = schrodinger.solve_eigen(model, backend, V_new)
+            rho = rho_fn(eps)
+            N_new = density(xp, rho, chi)
+        nrm = _norms(xp, model, V_new, V, N_new, N)
+        history.append(nrm)
+        V, N = V_new, N_new
+        if not all(math.isfinite(v) for v in nrm.values()):
+            raise _LinearSolveFailed(f"{problem}: non-finite norms in iteration {it}: {nrm}")
+        if all(v < tol for v in nrm.values()):
+            return IterResult(problem, V, eps, chi, rho, N, it, nrm, history, True, False,
+                              "gummel" if gummel else "newton")
+        improved = False
+        for k in NORM_KEYS:
+            if nrm[k] < best[k]:
+                best[k] = nrm[k]
+                improved = True
+        flat = 0 if improved else flat + 1
+        if flat >= STAGNATION_ITERS and all(v < STAGNATION_FLOOR for v in nrm.values()):
+            stagnated = True
+            warnings.warn(f"{problem}: Newton stagnated after {it} iterations at norms "
+                          + ", ".join(f"{k}={v:.3e}" for k, v in nrm.items())
+                          + f" (tolerance {tol:g}; all below {STAGNATION_FLOOR:g}): accepted",
+                          RuntimeWarning, stacklevel=3)
+            return IterResult(problem, V, eps, chi, rho, N, it, nrm, history, True, True,
+                              "gummel" if gummel else "newton")
+    return IterResult(problem, V, eps, chi, rho, N, max_iter, history[-1], history, False, False,
+                      "gummel" if gummel else "newton")
+
+
+def _fmt(nrm):
+    return ", ".join(f"{k}={v:.3e}" for k, v in nrm.items())
+
+
+def initcond(model, backend, timer=None, V0=None) -> IterResult:
+    """INITCOND: Neumann at x = 0, 1, Fermi-Dirac densities (Fermi level 0), start V = 1."""
+    xp = backend.xp
+    nm = model.cfg["numerics"]
+    sysm = _system(model, "neumann")
+    V = xp.ones((model.NX, model.NZ)) if V0 is None else backend.asarray(V0)
+    bvals = sysm.boundary_values(model)
+    try:
+        res = _newton_loop(model, backend, "INITCOND", V, sysm, bvals,
+                           lambda e: fermi_dirac_rho(model, xp, e),
+                           lambda e, r: fermi_dirac_drho(model, xp, e),
+                           nm["tol_startup"], nm["max_iter_startup"], timer)
+    except _LinearSolveFailed as exc:
+        raise ConvergenceError(str(exc)) from exc
+    if not res.converged:
+        raise ConvergenceError(f"INITCOND: Newton did not reach tol {nm['tol_startup']:g} in "
+                               f"{nm['max_iter_startup']} iterations (last norms {_fmt(res.norms)})")
+    return res
+
+
+def equilibrium_constant(model, eps0) -> float:
+    """A = int N_D(0, z) dz / sum_{nu,p} 2 sqrt(m_x m_y)_nu e^{-eps_{nu,p}(0)} (eps0: (3, N_sbn), host)."""
+    eps0 = np.asarray(eps0)
+    return float(model.int_ND_contact / (2.0 * (model.sqrt_mxmy[:, None] * np.exp(-eps0)).sum()))
+
+
+def thermequil(model, backend, V_b, timer=None, eps0=None) -> IterResult:
+    """THERMEQUIL: Dirichlet V_b(z) at x = 0 and 1, Boltzmann densities A sqrt(m_x m_y) e^{-eps},
+    start V(x, z) = V_b(z).  ``eps0`` (3, N_sbn): INITCOND levels at x = 0 (recomputed from V_b,
+    the same column, when not given).  Result: rho = rho^eq, A."""
+    xp = backend.xp
+    nm = model.cfg["numerics"]
+    V_b_h = np.asarray(backend.to_numpy(V_b), dtype=float).reshape(model.NZ)
+    if eps0 is None:
+        with _phase(timer, "eigen"):
+            eps0 = schrodinger.eigen_host(model, V_b_h[None, :])[0][0]
+    A = equilibrium_constant(model, backend.to_numpy(eps0))
+    sysm = _system(model, "dirichlet")
+    bvals = sysm.boundary_values(model, V_b_h, V_b_h)
+    V = backend.asarray(np.broadcast_to(V_b_h, (model.NX, model.NZ)).copy())
+    try:
+        res = _newton_loop(model, backend, "THERMEQUIL", V, sysm, bvals,
+                           lambda e: boltzmann_rho(model, xp, e, A),
+                           lambda e, r: r,
+                           nm["tol_startup"], nm["max_iter_startup"], timer)
+    except _LinearSolveFailed as exc:
+        raise ConvergenceError(str(exc)) from exc
+    if not res.converged:
+        raise ConvergenceError(f"THERMEQUIL: Newton did not reach tol {nm['tol_startup']:g} in "
+                               f"{nm['max_iter_startup']} iterations (last norms {_fmt(res.norms)})")
+    res.A = A
+    return res
+
+
+def potential(model, backend, V_prev, rho, V_b, timer=None, state=None, tol=None,
+              max_iter=None) -> IterResult:
+    """POTENTIAL: densities ``rho`` (NX, 3, N_sbn) from the BTE held fixed; Dirichlet V_b(z) at
+    x = 0 and V_b(z) + V_DS at x = 1; start ``V_prev``.  ``state``: optional previous IterResult
+    whose eps/chi are the eigenpairs of ``V_prev`` (saves the first eigen solve).  Newton up to
+    ``max_iter_potential`` iterations, then (or on a failed solve / non-finite values) Gummel from
+    the current iterate; ConvergenceError if that fails too."""
+    xp = backend.xp
+    nm = model.cfg["numerics"]
+    tol = nm["tol_potential"] if tol is None else tol
+    max_iter = nm["max_iter_potential"] if max_iter is None else max_iter
+    V_b_h = np.asarray(backend.to_numpy(V_b), dtype=float).reshape(model.NZ)
+    sysm = _system(model, "dirichlet")
+    bvals = sysm.boundary_values(model, V_b_h, V_b_h + model.V_DS)
+    rho = backend.asarray(rho)
+    V = backend.asarray(V_prev)
+    eigs = (state.eps, state.chi) if state is not None else None
+    rho_fn = lambda e: rho  # noqa: E731
+    reason = None
+    try:
+        res = _newton_loop(model, backend, "POTENTIAL", V, sysm, bvals, rho_fn, None,
+                           tol, max_iter, timer, eigs=eigs)
+        if res.converged:
+            return res
+        V = res.V
+        n_newton = res.iterations
+        reason = f"Newton did not reach tol {tol:g} in {max_iter} iterations (last norms {_fmt(res.norms)})"
+    except _LinearSolveFailed as exc:
+        n_newton = 0
+        reason = str(exc)
+        V = backend.asarray(V_prev)  # the last finite iterate we know of
+    warnings.warn(f"POTENTIAL: {reason}; falling back to Gummel", RuntimeWarning, stacklevel=2)
+    try:
+        g = _newton_loop(model, backend, "POTENTIAL(Gummel)", V, sysm, bvals, rho_fn, None,
+                         tol, max_iter, timer, gummel=True)
+    except _LinearSolveFailed as exc:
+        raise ConvergenceError(f"POTENTIAL: {reason}; Gummel fallback failed: {exc}") from exc
+    if not g.converged:
+        raise ConvergenceError(f"POTENTIAL: {reason}; Gummel fallback did not reach tol {tol:g} in "
+                               f"{max_iter} iterations (last norms {_fmt(g.norms)})")
+    g.gummel_iterations = g.iterations
+    g.iterations += n_newton
+    return g
