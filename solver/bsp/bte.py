@@ -1,0 +1,102 @@
+"""The BTE right-hand side and the TVD-RK3 stage combination (physics.md §4, §7, §8; phase BTE).
+
+    dPhi/dt = H(Phi) = -(d_x(a1 Phi) + d_w(a2 Phi) + d_phi(a3 Phi)) + G - L
+
+``rhs`` evaluates H on the data of one RK stage, timed as the nested phases ``WENO_x``,
+``WENO_w``, ``WENO_phi``, ``scat_gain`` and ``scat_loss`` (the caller opens ``BTE``).
+``rk3_combine`` is the Shu-Osher TVD-RK3 update (paper 000, eqs. 10-12):
+
+    s = 0: Phi^1   = Phi^0 + dt H^0
+    s = 1: Phi^2   = 3/4 Phi^0 + 1/4 (Phi^1 + dt H^1)
+    s = 2: Phi^n+1 = 1/3 Phi^0 + 2/3 (Phi^2 + dt H^2)
+"""
+from __future__ import annotations
+
+from contextlib import nullcontext
+from dataclasses import dataclass
+from typing import Any
+
+from solver.bsp import scattering as _scat
+from solver.bsp import weno
+
+
+@dataclass
+class StageData:
+    """What the right-hand side needs besides Phi (backend arrays unless noted).
+
+    eps:     (NX, 3, N_sbn) subband levels of the stage (scattering energies).
+    deps_dx: (NX, 3, N_sbn) d eps/dx of the stage (a2, a3).
+    W:       (NX, 3, N_sbn, 3, N_sbn) overlap integrals from the stage's chi (scattering.overlap).
+    PhiHat:  (NX, 3, N_sbn, NW) dphi sum_m Phi of the stage (dens.dens).
+    rho:     (NX, 3, N_sbn) dw dphi sum Phi of the stage (dens.dens); rho[0], rho[-1] enter the
+             inflow ghosts.
+    rho_eq:  (NX, 3, N_sbn) THERMEQUIL densities (only rho_eq[0] and rho_eq[-1] are used).
+    A_eps:   max |d eps/dx| (float or 0-d array): phi-splitting alpha = A_eps * A_3.
+    closed:  True = zero flux through both contact faces (mass-conservation checks).
+    scattering: include G - L (None = config key physics.scattering).
+    """
+    eps: Any
+    deps_dx: Any
+    W: Any
+    PhiHat: Any
+    rho: Any
+    rho_eq: Any
+    A_eps: Any
+    closed: bool = False
+    scattering: bool | None = None
+
+
+def _phase(timer, name):
+    return timer.phase(name) if timer is not None else nullcontext()
+
+
+def rhs(model, backend, Phi, sd: StageData, timer=None):
+    """H(Phi) = -(WENO x + w + phi) + G - L, a new array of Phi's shape."""
+    xp = backend.xp
+    scat = sd.scattering
+    if scat is None:
+        scat = bool(model.cfg["physics"].get("scattering", True))
+    if scat:
+        with _phase(timer, "scat_gain"):
+            G = _scat.gain(model, backend, sd.PhiHat, sd.eps, sd.W)
+        with _phase(timer, "scat_loss"):
+            Lc = _scat.loss_coefficient(model, backend, sd.eps, sd.W)
+            out = Lc[..., None] * Phi
+            del Lc
+            xp.subtract(G[..., None], out, out=out)
+            del G
+    with _phase(timer, "WENO_x"):
+        t = weno.dx_term(model, backend, Phi, sd.rho_eq[0], sd.rho_eq[-1], sd.rho[0], sd.rho[-1],
+                         closed=sd.closed)
+        if scat:
+            out -= t
+        else:
+            out = xp.negative(t, out=t)
+        del t
+    with _phase(timer, "WENO_w"):
+        t = weno.dw_term(model, backend, Phi, sd.deps_dx)
+        out -= t
+        del t
+    with _phase(timer, "WENO_phi"):
+        t = weno.dphi_term(model, backend, Phi, sd.deps_dx, sd.A_eps)
+        out -= t
+        del t
+    return out
+
+
+RK3 = ((1.0, 0.0), (0.25, 0.75), (2.0 / 3.0, 1.0 / 3.0))  # (c, 1 - c): Phi^{s+1} = (1-c) Phi^0 + c (Phi^s + dt H)
+
+
+def rk3_combine(s, Phi0, Phi, L, dt):
+    """Shu-Osher TVD-RK3 stage s (0, 1, 2): (1-c) Phi0 + c (Phi + dt L).
+
+    ``L`` (the right-hand side of stage s, computed on ``Phi``) is consumed: the result is
+    written into its buffer and returned.
+    """
+    c, c0 = RK3[s]
+    L *= dt
+    L += Phi
+    if s > 0:
+        L *= c
+        L += c0 * Phi0
+    return L

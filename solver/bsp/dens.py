@@ -1,0 +1,37 @@
+"""DENS: densities of the distribution (physics.md §4, §9; phase DENS).
+
+Plain rectangle sums over the NW half-shifted energy nodes (weight dw) and the NPHI angles
+(weight dphi):
+
+    PhiHat_{nu,p}(x, w_l) = dphi sum_m Phi            (NX, 3, N_sbn, NW)
+    rho_{nu,p}(x)         = dw dphi sum_{l,m} Phi     (NX, 3, N_sbn)
+    j(x)                  = 2 sum_{nu,p} dw dphi sum_{l,m} a1 Phi   (NX,)
+
+The volume density N(x, z) = 2 sum rho chi^2 lives with the Schroedinger-Poisson block
+(``poisson.volume_density``).
+"""
+from __future__ import annotations
+
+
+def dens(model, backend, Phi):
+    """(rho (NX, 3, N_sbn), PhiHat (NX, 3, N_sbn, NW)) of ``Phi`` (NX, 3, N_sbn, NW, NPHI)."""
+    PhiHat = Phi.sum(axis=-1)
+    PhiHat *= model.dphi
+    rho = PhiHat.sum(axis=-1)
+    rho *= model.dw
+    return rho, PhiHat
+
+
+def current_subband(model, backend, Phi):
+    """Subband currents dw dphi sum_{l,m} a1 Phi, shape (NX, 3, N_sbn) (no valley factor 2)."""
+    xp = backend.xp
+    a1 = model.on(backend, "a1")  # (3, NW, NPHI)
+    NX, NV, NS, NW, NPHI = Phi.shape
+    P = Phi.reshape(NX, NV, NS, NW * NPHI)
+    j = xp.einsum("inpk,nk->inp", P, a1.reshape(NV, NW * NPHI))
+    return j * (model.dw * model.dphi)
+
+
+def current(model, backend, Phi):
+    """Surface current j(x) = 2 sum_{nu,p} int int a1 Phi dw dphi, shape (NX,)."""
+    return 2.0 * current_subband(model, backend, Phi).sum(axis=(1, 2))
