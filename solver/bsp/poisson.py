@@ -259,7 +259,11 @@ def _norms(xp, model, V_new, V_old, N_new, N_old):
 
 
 class _LinearSolveFailed(RuntimeError):
-    pass
+    """A failed linear solve or non-finite iterate; ``V`` is the last finite iterate."""
+
+    def __init__(self, msg, V=None):
+        super().__init__(msg)
+        self.V = V
 
 
 def _newton_loop(model, backend, problem, V, sysm, bvals, rho_fn, drho_fn, tol, max_iter,
@@ -306,9 +310,9 @@ def _newton_loop(model, backend, problem, V, sysm, bvals, rho_fn, drho_fn, tol, 
                     lu = spla.splu(A, permc_spec="NATURAL")
                     x = lu.solve(b)
             except (RuntimeError, ValueError) as exc:
-                raise _LinearSolveFailed(f"{problem}: sparse LU failed in iteration {it}: {exc}") from exc
+                raise _LinearSolveFailed(f"{problem}: sparse LU failed in iteration {it}: {exc}", V) from exc
             if not np.all(np.isfinite(x)):
-                raise _LinearSolveFailed(f"{problem}: non-finite Newton update in iteration {it}")
+                raise _LinearSolveFailed(f"{problem}: non-finite Newton update in iteration {it}", V)
             x[sysm.dirichlet_flat] = bflat[sysm.dirichlet_flat]  # exact Dirichlet data
             V_new = backend.asarray(x.reshape(NX, NZ))
         with _phase(timer, "eigen"):
@@ -317,9 +321,9 @@ def _newton_loop(model, backend, problem, V, sysm, bvals, rho_fn, drho_fn, tol, 
             N_new = density(xp, rho, chi)
         nrm = _norms(xp, model, V_new, V, N_new, N)
         history.append(nrm)
-        V, N = V_new, N_new
         if not all(math.isfinite(v) for v in nrm.values()):
-            raise _LinearSolveFailed(f"{problem}: non-finite norms in iteration {it}: {nrm}")
+            raise _LinearSolveFailed(f"{problem}: non-finite norms in iteration {it}: {nrm}", V)
+        V, N = V_new, N_new
         if all(v < tol for v in nrm.values()):
             return IterResult(problem, V, eps, chi, rho, N, it, nrm, history, True, False,
                               "gummel" if gummel else "newton")
@@ -400,16 +404,18 @@ def thermequil(model, backend, V_b, timer=None, eps0=None) -> IterResult:
 
 
 def potential(model, backend, V_prev, rho, V_b, timer=None, state=None, tol=None,
-              max_iter=None) -> IterResult:
+              max_iter=None, gummel_max_iter=None) -> IterResult:
     """POTENTIAL: densities ``rho`` (NX, 3, N_sbn) from the BTE held fixed; Dirichlet V_b(z) at
     x = 0 and V_b(z) + V_DS at x = 1; start ``V_prev``.  ``state``: optional previous IterResult
     whose eps/chi are the eigenpairs of ``V_prev`` (saves the first eigen solve).  Newton up to
     ``max_iter_potential`` iterations, then (or on a failed solve / non-finite values) Gummel from
-    the current iterate; ConvergenceError if that fails too."""
+    the current iterate (at most ``gummel_max_iter``, default ``max_iter_potential``, updates);
+    ConvergenceError if that fails too.  ``tol``/``max_iter`` override the config values."""
     xp = backend.xp
     nm = model.cfg["numerics"]
     tol = nm["tol_potential"] if tol is None else tol
     max_iter = nm["max_iter_potential"] if max_iter is None else max_iter
+    gummel_max_iter = nm["max_iter_potential"] if gummel_max_iter is None else gummel_max_iter
     V_b_h = np.asarray(backend.to_numpy(V_b), dtype=float).reshape(model.NZ)
     sysm = _system(model, "dirichlet")
     bvals = sysm.boundary_values(model, V_b_h, V_b_h + model.V_DS)
@@ -429,16 +435,16 @@ def potential(model, backend, V_prev, rho, V_b, timer=None, state=None, tol=None
     except _LinearSolveFailed as exc:
         n_newton = 0
         reason = str(exc)
-        V = backend.asarray(V_prev)  # the last finite iterate we know of
+        V = exc.V if exc.V is not None else backend.asarray(V_prev)  # the last finite iterate
     warnings.warn(f"POTENTIAL: {reason}; falling back to Gummel", RuntimeWarning, stacklevel=2)
     try:
         g = _newton_loop(model, backend, "POTENTIAL(Gummel)", V, sysm, bvals, rho_fn, None,
-                         tol, max_iter, timer, gummel=True)
+                         tol, gummel_max_iter, timer, gummel=True)
     except _LinearSolveFailed as exc:
         raise ConvergenceError(f"POTENTIAL: {reason}; Gummel fallback failed: {exc}") from exc
     if not g.converged:
         raise ConvergenceError(f"POTENTIAL: {reason}; Gummel fallback did not reach tol {tol:g} in "
-                               f"{max_iter} iterations (last norms {_fmt(g.norms)})")
+                               f"{gummel_max_iter} iterations (last norms {_fmt(g.norms)})")
     g.gummel_iterations = g.iterations
     g.iterations += n_newton
     return g
