@@ -240,10 +240,15 @@ def make_all(csv_dir, out_dir, precision="float32") -> list[str]:
 
     csv_dir, out_dir = Path(csv_dir), Path(out_dir)
 
+    from solver.vecops.sweeps import COLUMNS
+
     def load(key):
-        return read_csvs([csv_dir / f"{CSV_NAMES[key]}.{k}.csv" for k in ("gpu", "cpu")])
+        df = read_csvs([csv_dir / f"{CSV_NAMES[key]}.{k}.csv" for k in ("gpu", "cpu")])
+        return df if not df.empty else pd.DataFrame({c: pd.Series(dtype=float) for c in COLUMNS})
 
     ceil = read_csvs([csv_dir / f"ceilings.{k}.csv" for k in ("gpu", "cpu")])
+    if ceil.empty:
+        ceil = pd.DataFrame(columns=["device_kind", "device", "quantity", "value", "unit"])
     gbw = np.nan
     if not ceil.empty:
         g = ceil[(ceil.device_kind == "gpu") & (ceil.quantity == "copy_bandwidth")]
