@@ -45,7 +45,7 @@ print(f"8x16 wire at Gamma: VBM {vbm:.4f} CBM {cbm:.4f} gap {cbm - vbm:.4f} eV",
 with open(res / "wire_8x16_gamma.txt", "w") as f:
     f.write(f"set jancu1998, no SO, shift 20 eV; bands at k=0 of the 8x16 [100] wire (cell 10240)\nVBM_eV {vbm}\nCBM_eV {cbm}\ngap_eV {cbm - vbm}\n")
 del H00, H01
-energies = [cbm + 0.05, cbm + 0.15, cbm + 0.3, vbm - 0.1]
+energies = [cbm + 0.02, cbm + 0.05, cbm + 0.1, cbm + 0.15, cbm + 0.3, vbm - 0.1]
 done = []
 for k, E in enumerate(energies):
     left = budget - (time.time() - T0)
@@ -64,3 +64,7 @@ if left > 150:
     df = bench.cases_benchmark(res / "table3_cases123.csv", 4, 4, 8, 2.6, cases=(1, 2, 3))
     print(df.to_string(index=False), flush=True)
 print(f"total {time.time() - T0:.1f} s", flush=True)
+import tarfile  # noqa: E402
+
+with tarfile.open(out / "rgf_device_results.tar.gz", "w:gz") as tf:
+    tf.add(res, arcname=tag)
