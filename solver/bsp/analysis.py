@@ -474,3 +474,53 @@ def plot_sturm(xi, sigma, ev, unit: str = "", title: str = ""):
     ax.set_title(title, fontsize=9)
     fig.tight_layout()
     return fig
+
+
+# ------------------------------------------------------------------------------ Newton matrix (Fig 6 of 000)
+def fields_state(model, path):
+    """Dimensionless (V, eps, chi, rho) of a fields.h5 written by the solver (physical units there)."""
+    import h5py
+
+    s = model.scales
+    with h5py.File(path, "r") as f:
+        V = f["V"][...] / s.V
+        eps = f["eps"][...] / s.energy_eV
+        chi = f["chi"][...] * math.sqrt(s.Z)
+        rho = f["rho"][...] / s.rho
+    return V, eps, chi, rho
+
+
+def newton_matrix(model, eps, chi, rho, x_bc: str = "dirichlet"):
+    """The row-equilibrated Newton matrix L^(k) of the POTENTIAL iteration (papers 000 §2.5, 001 §2)
+    at the given eigenpairs and densities, assembled by the solver's own poisson.NewtonSystem and
+    poisson.frechet (scipy.sparse CSC, unknown k = i NZ + j)."""
+    from solver.backend import get_backend
+    from solver.bsp import poisson
+
+    be = get_backend("numpy")
+    F = poisson.frechet(model, be, np.asarray(eps), np.asarray(chi), np.asarray(rho))
+    A, _ = poisson.NewtonSystem(model, x_bc).matrix(np.asarray(F))
+    return A
+
+
+def plot_spy(A, NZ: int, block: int | None = None, title: str = ""):
+    """Fig 6 of 000: sparsity pattern of the Newton matrix and a zoom on the rows of one x column
+    (five Laplacian diagonals, the dense NZ x NZ block of the integral term, boundary rows)."""
+    plt = _plt()
+    n = A.shape[0]
+    NX = n // NZ
+    block = NX // 2 if block is None else block
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 4.8))
+    ms = max(0.05, min(2.0, 300.0 / n))
+    a1.spy(A, markersize=ms, color="k")
+    a1.set_title(f"L: {n} x {n}, {A.nnz} nonzeros", fontsize=9)
+    lo, hi = (block - 1) * NZ, (block + 2) * NZ
+    sub = A[block * NZ:(block + 1) * NZ, lo:hi]
+    a2.spy(sub, markersize=max(1.0, 120.0 / NZ), color="k")
+    a2.set_title(f"rows of column i = {block} (z nodes), columns i-1..i+1", fontsize=9)
+    for k in (1, 2):
+        a2.axvline(k * NZ - 0.5, color="C3", lw=0.6)
+    a1.add_patch(plt.Rectangle((lo, block * NZ), hi - lo, NZ, fill=False, color="C3", lw=0.8))
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    return fig

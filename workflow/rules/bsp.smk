@@ -16,10 +16,11 @@
 #   data: Table 5, Figs 11-13, 15 of 000 and Fig 7, Tables 2-3, Figs 8-9 of 001 (bsp_phase_tables,
 #         bsp_phase_figures); Fig 14 of 000, Figs 10-13 of 001 (bsp_scaling); Table 7 of 001
 #         (bsp_grids); Fig 6 of 001 (bsp_convergence); the cross-machine table (bsp_compare).
-# TODO (not built): Fig 6 of 000, the spy plot of the Newton matrix L^(k): the solver does not
-#   expose the assembled matrix yet (needs e.g. solver.bsp.poisson.newton_matrix(model, ...) ->
-#   scipy.sparse); Tables 2-4 of 000 and Tables 1, 4-6 of 001 (Krylov solvers, kernel counters,
-#   IPI kernels A/B) need solver features that do not exist.
+#         Fig 6 of 000 (bsp_spy: the Newton matrix assembled by solver.bsp.poisson.NewtonSystem
+#         from the final state of the baseline timing run);
+# TODO (not built): Tables 2-4 of 000 and Tables 1, 4-6 of 001 (Krylov solvers, profiler call
+#   counts and hardware counters, IPI kernels A/B) need solver features that do not exist yet;
+#   Fig 10 of 000 (overlap of the x-derivative with ITER) needs a solver switch for the overlap.
 import importlib
 import importlib.util
 import shlex
@@ -68,6 +69,7 @@ def bsp_steps(series):
     return f"steps{int(_bsp_get(series, 'steps', default=10))}"
 
 
+BSP_EXCLUSIVE_THREADS = 1 << 20  # Snakemake caps threads at --cores: "all of them"
 BSP_VARIANTS = bsp_variants() if enabled("bsp") else []
 BSP_BASELINE = _bsp_get("baseline", default="numpy_t1")
 BSP_TIMING_MESH = _bsp_get("timing", "mesh", default="6x65x65x300x48")
@@ -83,6 +85,12 @@ if importlib.util.find_spec("solver.bsp.schrodinger") is not None:
         BSP_HAS_STURM = hasattr(_s, "schrodinger_matrix") and hasattr(_s, "sturm_count")
     except Exception:  # the solver core is being written; leave Fig 4 out until it imports
         BSP_HAS_STURM = False
+BSP_HAS_SPY = False
+try:
+    _p = importlib.import_module("solver.bsp.poisson")
+    BSP_HAS_SPY = hasattr(_p, "NewtonSystem") and hasattr(_p, "frechet")
+except Exception:
+    BSP_HAS_SPY = False
 if enabled("bsp") and BSP_BASELINE not in BSP_VARIANTS:
     raise ValueError(f"config key 'bsp.baseline': {BSP_BASELINE!r} is not a variant of the table "
                      f"{_bsp_get('variants')} ({BSP_VARIANTS})")
@@ -104,17 +112,38 @@ def bsp_series_runs(series):
 BSP_CONV_MESHES = bsp_meshes(_bsp_get("convergence", "table", default="config/bsp/convergence.tsv")) if enabled("bsp") else []
 
 
-def bsp_sets(wildcards):
-    """--set options of one run: the mesh, the time span, then the config's extra overrides."""
-    mesh = bsp_analysis.parse_mesh(wildcards.mesh)
-    sets = [f"mesh.{k}={v}" for k, v in mesh.items()]
-    ts = wildcards.timespec
-    if ts.startswith("steps"):
-        sets += [f"time.steps={int(ts[5:])}", "time.t_end_ps=null"]
+def bsp_set_list(mesh, timespec):
+    """KEY=VALUE overrides of one run: the mesh, the time span, then the config's extra overrides."""
+    sets = [f"mesh.{k}={v}" for k, v in bsp_analysis.parse_mesh(mesh).items()]
+    if timespec.startswith("steps"):
+        sets += [f"time.steps={int(timespec[5:])}", "time.t_end_ps=null"]
     else:
-        sets += [f"time.t_end_ps={ts[2:]}", "time.steps=null"]
-    sets += list(_bsp_get("set", default=[]))
-    return " ".join(f"--set {shlex.quote(s)}" for s in sets)
+        sets += [f"time.t_end_ps={timespec[2:]}", "time.steps=null"]
+    return sets + list(_bsp_get("set", default=[]))
+
+
+def bsp_sets(wildcards):
+    return " ".join(f"--set {shlex.quote(s)}" for s in bsp_set_list(wildcards.mesh, wildcards.timespec))
+
+
+def bsp_check_runs():
+    """Validate the run configuration with every planned mesh and time span before any job runs
+    (solver.bsp.model.load: the message names the key)."""
+    from solver.bsp import model as bsp_model
+
+    plans = {(m, bsp_steps(s)) for s in ("timing", "scaling", "grids") for m in
+             {r.split("/")[-3] for r in bsp_series_runs(s)}}
+    plans |= {(m, BSP_CONV_TIME) for m in BSP_CONV_MESHES}
+    cfg = _bsp_get("run_config", default="config/bsp/dgmosfet.yaml")
+    for mesh, ts in sorted(plans):
+        try:
+            bsp_model.load(cfg, bsp_set_list(mesh, ts))
+        except Exception as exc:
+            raise ValueError(f"bsp run {mesh} ({ts}) from {cfg} with config bsp.set {_bsp_get('set', default=[])}: {exc}") from None
+
+
+if enabled("bsp"):
+    bsp_check_runs()
 
 
 _RUN = res("bsp", "runs", "{timespec}", "{mesh}", "{backend}_t{nthreads}")
@@ -129,7 +158,11 @@ _RUN_OUTPUTS = dict(
 )
 # The solver writes every file atomically and run.json last; a killed run leaves its
 # checkpoint.h5 (not a declared output, so Snakemake keeps it) and resumes from it.
-_RUN_SHELL = ("{SOLVER} run {input.cfg:q} --out {params.out:q} --backend {wildcards.backend} "
+# Thread pools are pinned to the variant's thread count explicitly (Snakemake's own pinning follows
+# `threads:`, which is all cores for exclusive runs).
+_RUN_SHELL = ("OMP_NUM_THREADS={wildcards.nthreads} OPENBLAS_NUM_THREADS={wildcards.nthreads} "
+              "MKL_NUM_THREADS={wildcards.nthreads} NUMBA_NUM_THREADS={wildcards.nthreads} "
+              "{SOLVER} run {input.cfg:q} --out {params.out:q} --backend {wildcards.backend} "
               "--threads {wildcards.nthreads} --no-progress {params.sets} > {log:q} 2>&1")
 
 _RUN_WILDCARDS = dict(timespec=r"steps\d+|ps\d+(\.\d+)?(e-?\d+)?", mesh=r"\d+x\d+x\d+x\d+x\d+", nthreads=r"\d+")
@@ -147,7 +180,8 @@ rule bsp_run:
     params:
         out=lambda wc, output: os.path.dirname(output.run),
         sets=bsp_sets,
-    threads: lambda wc: int(wc.nthreads)
+    # bsp.exclusive: a timing run holds every core, so no other job disturbs its timers
+    threads: lambda wc: BSP_EXCLUSIVE_THREADS if _bsp_get("exclusive", default=True) else int(wc.nthreads)
     log:
         logf("bsp", _RUN_NAME),
     benchmark:
@@ -349,6 +383,21 @@ rule bsp_sturm:
         "../scripts/bsp_sturm.py"
 
 
+rule bsp_spy:
+    """Fig 6 of 000: sparsity pattern of the Newton matrix from the baseline timing run's final state."""
+    input:
+        fields=bsp_run(bsp_steps("timing"), BSP_TIMING_MESH, BSP_BASELINE, "fields.h5"),
+        run=bsp_run(bsp_steps("timing"), BSP_TIMING_MESH, BSP_BASELINE, "run.json"),
+    output:
+        fig=report(res("bsp", "doc", "fig6_newton_spy_000.png"), caption="../report/bsp_fig6_000.rst", category="BSP paper 000", subcategory="model"),
+        table=res("bsp", "doc", "fig6_newton_spy_000.csv"),
+    localrule: True
+    log:
+        logf("bsp", "spy"),
+    script:
+        "../scripts/bsp_spy.py"
+
+
 def bsp_compare_inputs(wildcards):
     machines = sorted(set(machines_with("bsp", "tables/table5_phases_000.csv")) | {MACHINE})
     return [res("bsp", "tables", "table5_phases_000.csv", machine=m) for m in machines]
@@ -380,3 +429,5 @@ if enabled("bsp"):
     ]
     if BSP_HAS_STURM:
         ALL_TARGETS += list(rules.bsp_sturm.output)
+    if BSP_HAS_SPY:
+        ALL_TARGETS += list(rules.bsp_spy.output)

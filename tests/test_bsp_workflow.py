@@ -1,0 +1,249 @@
+"""The bsp workflow's analysis functions on small synthetic run records (known ratios, orders of a
+manufactured sequence), the doc tables against the model's constants, and the DAG itself."""
+import json
+import math
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from solver.bsp import analysis as A
+from solver.bsp import constants as K
+from solver.bsp import docs, layout
+from solver.bsp.model import Model, load
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def model():
+    return Model(load(None, ["time.steps=1"]))
+
+
+# ------------------------------------------------------------------------------ layout (Table 1)
+def test_layout_phi_matches_model_and_paper_mapping(model):
+    assert layout.shape_of("Phi", model) == model.shape == (65, 3, 6, 300, 48)
+    assert layout.BY_NAME["Phi"].order == "i > nu > p > l > m"
+    # the paper's 1-D index (000, eq. after Table 1) equals C-order raveling of our shape
+    NX, _, P, NW, NPHI = model.shape
+    nu, p, i, l, m = 2, 4, 17, 123, 31
+    paper = i * 3 * P * NW * NPHI + nu * P * NW * NPHI + p * NW * NPHI + l * NPHI + m
+    assert np.ravel_multi_index((i, nu, p, l, m), model.shape) == paper
+
+
+def test_layout_table_rows(model):
+    t = docs.table1_layout(model).set_index("array")
+    assert t.loc["W", "shape_concrete"] == "65x3x6x3x6"
+    assert t.loc["chi", "memory_order"] == "i > nu > p > j"
+    assert t.loc["V", "fastest_index"] == "j"
+    assert t.loc["N", "paper_order"] == "i > j > nu > p"
+    assert t.loc["Phi", "MiB_float64"] == pytest.approx(65 * 18 * 300 * 48 * 8 / 2**20, rel=1e-3)
+
+
+# ------------------------------------------------------------------------------ Tables 8, 9, scales
+def test_table8_from_constants(model):
+    t = docs.table8_constants(model).set_index("symbol")["value"]
+    assert t["m_e"] == K.M_E and t["eps_0"] == K.EPS_0 and t["q"] == K.Q
+    assert t["V_c,ox"] == 3.15 and t["eps_R,Si"] == 11.7 and t["eps_R,ox"] == 3.9 and t["m_ox"] == 0.5
+    assert t["N_D,contact"] == 1e26 and t["N_D,channel"] == 1e18 and t["N_D,ox"] == 0.0
+
+
+def test_table9_masses_and_kane(model):
+    t = docs.table9_valleys(model)
+    assert list(t["valley"]) == [1, 2, 3]
+    np.testing.assert_array_equal(t[["m_x", "m_y", "m_z"]].to_numpy(), np.array(K.VALLEY_MASSES))
+    assert (t["kane_alpha_per_eV"] == 0.5).all()
+    assert t["kane_alpha_dimless"].iloc[0] == pytest.approx(0.012926, rel=1e-4)  # physics.md §3
+
+
+def test_scales_against_physics_md(model):
+    s = docs.table_scales(model).set_index("scale")["value"]
+    assert s["time t*"] == pytest.approx(0.29660e-12, rel=1e-4)
+    assert s["surface current j*"] == pytest.approx(3665.3, rel=1e-4)
+    assert s["c_s1"] == pytest.approx(0.046055, rel=1e-4)
+    assert s["c_p"] == pytest.approx(1899.76, rel=1e-5)
+
+
+def test_geometry_figure_draws_gates(model):
+    fig = docs.geometry_figure(model)
+    gate_lines = [ln for ln in fig.axes[0].lines if ln.get_color() == "crimson"]
+    assert len(gate_lines) == 2 and len(gate_lines[0].get_xdata()) == model.gate_x.sum() == 39
+
+
+# ------------------------------------------------------------------------------ synthetic runs
+def _write_run(d: Path, backend, threads, mesh, per_step: dict, steps=4, warm_factor=10.0):
+    """A synthetic run folder: the first step is warm_factor times slower (left out by warmup=1)."""
+    d.mkdir(parents=True, exist_ok=True)
+    m = A.parse_mesh(mesh)
+    rows = []
+    for s in range(1, steps + 1):
+        for ph, v in per_step.items():
+            rows.append({"step": s, "phase": "step" if ph == "step" else f"step/{ph}", "seconds": v * (warm_factor if s == 1 else 1.0)})
+    pd.DataFrame(rows).to_csv(d / "timers.csv", index=False)
+    rec = {"machine_tag": "synthetic", "config": {"mesh": m, "numerics": {"backend": backend, "threads": threads}},
+           "summary": {"steps": steps, "wall_s": 1.0, "startup_s": 0.1, "mean_current_A_per_m": 5.0},
+           "timers": {"steps": steps, "mean_per_step_s": {}}}
+    (d / "run.json").write_text(json.dumps(rec))
+    return d
+
+
+def _times(scale=1.0, iter_scale=None):
+    """Per-step phase times whose children sum to their parents."""
+    iter_scale = scale if iter_scale is None else iter_scale
+    bte = {k: v * scale for k, v in zip(A.BTE_KERNELS, (1.0, 1.0, 0.5, 4.0, 1.0, 0.5))}
+    it = {k: v * iter_scale for k, v in zip(A.ITER_STEPS, (0.2, 0.3, 0.1, 0.4))}
+    out = {**bte, **it, "BTE": sum(bte.values()), "ITER": sum(it.values()), "DENS": 0.1 * scale}
+    out["step"] = out["BTE"] + out["ITER"] + out["DENS"]
+    return out
+
+
+def test_collect_leaves_out_warmup_and_normalizes(tmp_path):
+    d = _write_run(tmp_path / "a", "numpy", 1, "6x65x65x300x48", _times())
+    r = A.collect_runs([d], warmup=1).iloc[0]
+    assert r["variant"] == "numpy_t1" and r["mesh"] == "6x65x65x300x48" and r["NW"] == 300
+    assert r["step"] == pytest.approx(_times()["step"])            # the 10x slower first step is left out
+    assert r["BTE/scat_gain"] == pytest.approx(4.0)
+    r0 = A.collect_runs([d], warmup=0).iloc[0]
+    assert r0["step"] == pytest.approx(_times()["step"] * 13 / 4)  # (10 + 3) / 4 steps
+
+
+def test_normalize_deeper_phase_names():
+    s = A.normalize_phases(pd.Series({"step": 3.0, "step/ITER": 2.0, "step/ITER/POTENTIAL/eigen": 0.5,
+                                      "step/ITER/POTENTIAL/solvelinsys": 1.0, "startup/INITCOND": 9.0}))
+    assert s["ITER/eigen"] == 0.5 and s["ITER/solvelinsys"] == 1.0 and "startup/INITCOND" not in s
+
+
+@pytest.fixture
+def timing_runs(tmp_path):
+    ds = [_write_run(tmp_path / "t1", "numpy", 1, "2x9x9x12x8", _times(1.0)),
+          _write_run(tmp_path / "t4", "numba", 4, "2x9x9x12x8", _times(0.25, 0.5)),
+          _write_run(tmp_path / "g", "cupy", 1, "2x9x9x12x8", _times(0.05, 0.1)),
+          _write_run(tmp_path / "t2", "numba", 2, "2x9x9x12x8", _times(0.5, 0.5))]
+    return A.collect_runs(ds)
+
+
+def test_phase_table_and_speedups(timing_runs):
+    t5 = A.phase_table(timing_runs, A.TABLE5)
+    assert list(t5.index) == ["numpy_t1", "numba_t2", "numba_t4", "cupy_t1"]  # sequential, threads, GPU
+    assert t5.loc["numpy_t1", "FD-WENO-5"] == pytest.approx(2.5)
+    assert t5.loc["numpy_t1", "scatt."] == pytest.approx(5.0)
+    assert t5.loc["numpy_t1", "NR kernel"] == pytest.approx(0.3)
+    sp = A.speedups(t5, "numpy_t1")
+    assert sp.loc["numba_t4", "BTE"] == pytest.approx(4.0)
+    assert sp.loc["numba_t4", "ITER"] == pytest.approx(2.0)
+    assert sp.loc["cupy_t1", "scatt."] == pytest.approx(20.0)
+    assert (sp.loc["numpy_t1"] == 1.0).all()
+    with pytest.raises(KeyError):
+        A.speedups(t5, "numba_t16")
+
+
+def test_weights_sum_to_parent(timing_runs):
+    w = A.weights(timing_runs, "BTE", A.BTE_KERNELS)
+    pct = w[[f"{c} [%]" for c in A.BTE_KERNELS] + ["other [%]"]].sum(axis=1)
+    np.testing.assert_allclose(pct, 100.0)
+    assert w.loc["numpy_t1", "BTE/scat_gain [%]"] == pytest.approx(50.0)
+    np.testing.assert_allclose(w["other"], 0.0, atol=1e-12)
+    top = A.weights(timing_runs, "step", A.TOP)
+    assert top.loc["numpy_t1", "ITER [%]"] == pytest.approx(100 * 1.0 / 9.1)
+
+
+def test_mesh_scaling_and_doubling(tmp_path):
+    ref = "6x65x65x300x48"
+    assert A.double(ref, "NX") == "6x129x65x300x48" and A.double(ref, "NW") == "6x65x65x600x48"
+    ds = [_write_run(tmp_path / "ref", "numpy", 1, ref, _times(1.0))]
+    factor = {"N_sbn": 4.0, "NX": 2.0, "NZ": 1.0, "NW": 2.0, "NPHI": 2.0}  # a manufactured cost model
+    for d, f in factor.items():
+        ds.append(_write_run(tmp_path / d, "numpy", 1, A.double(ref, d), _times(f, 8.0 if d == "NZ" else f)))
+    t = A.mesh_scaling(A.collect_runs(ds), ref, A.TABLE5)
+    assert list(t.index) == ["reference", "N_sbn x2", "NX x2", "NZ x2", "NW x2", "NPHI x2"]
+    assert t.loc["N_sbn x2", "scatt. ratio"] == pytest.approx(4.0)
+    assert t.loc["NZ x2", "ITER ratio"] == pytest.approx(8.0)
+    assert t.loc["NZ x2", "FD-WENO-5 ratio"] == pytest.approx(1.0)
+    assert t.loc["reference", "step ratio"] == 1.0
+
+
+def test_grid_speedups(tmp_path):
+    ds = []
+    for k, mesh in enumerate(["6x33x33x150x24", "6x65x65x300x48"]):
+        ds.append(_write_run(tmp_path / f"s{k}", "numpy", 1, mesh, _times(1.0, 10.0 * (k + 1))))
+        ds.append(_write_run(tmp_path / f"g{k}", "cupy", 1, mesh, _times(0.1, 1.0 / (k + 1))))
+    sp = A.grid_speedups(A.collect_runs(ds), "numpy_t1", "ITER", ["6x33x33x150x24", "6x65x65x300x48"])
+    assert list(sp.columns) == ["numpy_t1", "cupy_t1"]
+    assert sp.loc["6x33x33x150x24", "cupy_t1"] == pytest.approx(10.0)
+    assert sp.loc["6x65x65x300x48", "cupy_t1"] == pytest.approx(40.0)
+
+
+def test_compare_machines(timing_runs):
+    t5 = A.phase_table(timing_runs, A.TABLE5)
+    c = A.compare_machines({"nvidia-h100": t5, "nvidia-h200": t5 / 2})
+    assert list(c.columns) == ["nvidia-h100", "nvidia-h200"]
+    assert c.loc[("cupy_t1", "BTE"), "nvidia-h200"] == pytest.approx(t5.loc["cupy_t1", "BTE"] / 2)
+
+
+# ------------------------------------------------------------------------------ convergence
+def test_observed_order_exact():
+    h = np.array([1 / 8, 1 / 16, 1 / 32])
+    p = A.observed_order(h, 3.0 * h**4)
+    assert np.isnan(p[0])
+    np.testing.assert_allclose(p[1:], 4.0)
+
+
+def test_convergence_of_manufactured_sequence():
+    """u_h(x) = sin(pi x) + C h^2 cos(3 x): orders 2 against a much finer reference."""
+    L = 20e-9
+
+    def prof(nx):
+        x = np.linspace(0, 1, nx)
+        h = 1.0 / (nx - 1)
+        return pd.DataFrame({"x_m": x * L, "Ns_total_m-2": 1e16 * (2 + np.sin(np.pi * x) + 5 * h**2 * np.cos(3 * x)),
+                             "j_total_A_per_m": 300 * (1 + 0.1 * np.sin(np.pi * x) + 2 * h**2 * np.cos(3 * x))})
+
+    meshes = {A.mesh_name(2, nx, nx, 12, 8): prof(nx) for nx in (9, 17, 33, 2049)}
+    ref = A.mesh_name(2, 2049, 2049, 12, 8)
+    t = A.convergence(meshes, ref)
+    assert list(t["NX"]) == [9, 17, 33]
+    for q in ("Ns", "j"):
+        for n in ("max", "L2"):
+            np.testing.assert_allclose(t[f"{q}_order_{n}"].iloc[1:], 2.0, atol=0.01)
+    assert (np.diff(t["Ns_err_max"]) < 0).all()
+
+
+# ------------------------------------------------------------------------------ Sturm count
+def _sturm_ref(d, e, xi):
+    """Number of eigenvalues below xi of tridiag(e, d, e) (LDL^T pivots)."""
+    q, n = d[0] - xi, int(d[0] - xi < 0)
+    for k in range(1, len(d)):
+        q = d[k] - xi - e[k - 1] ** 2 / (q if q != 0 else 1e-300)
+        n += q < 0
+    return n
+
+
+def test_sturm_curve_jumps_at_eigenvalues():
+    n = 12
+    d, e = np.full(n, 2.0), np.full(n - 1, -1.0)
+    xi, sigma, ev = A.sturm_curve(d, e, _sturm_ref, n_xi=500, n_eig=4)
+    exact = 2 - 2 * np.cos(np.arange(1, 5) * np.pi / (n + 1))
+    np.testing.assert_allclose(ev, exact, atol=1e-12)
+    for k, lam in enumerate(exact):  # sigma counts the eigenvalues below xi
+        assert set(sigma[(xi > lam) & (xi < (exact[k + 1] if k + 1 < 4 else xi[-1] + 1))]) == {k + 1}
+    assert sigma[0] == 0 and (np.diff(sigma) >= 0).all()
+
+
+# ------------------------------------------------------------------------------ the DAG
+needs_snakemake = pytest.mark.skipif(shutil.which("snakemake") is None, reason="snakemake not installed")
+
+
+def _dry(*args):
+    return subprocess.run([sys.executable, "-m", "snakemake", "-n", "--cores", "2", "--configfile", "config/smoke.yaml",
+                           *args], cwd=REPO, capture_output=True, text=True, timeout=120)
+
+
+@needs_snakemake
+def test_bad_config_value_names_the_key():
+    r = _dry("--config", "bsp={timing: {mesh: 6x65}}")
+    assert r.returncode != 0
+    assert "6x65" in (r.stdout + r.stderr) and "mesh" in (r.stdout + r.stderr)
