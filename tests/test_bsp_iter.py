@@ -224,6 +224,8 @@ def test_thermequil_neutral_and_A(standard):
     # rho is Boltzmann with the one constant A
     np.testing.assert_allclose(te.rho, te.A * m.sqrt_mxmy[None, :, None] * np.exp(-te.eps), rtol=1e-14)
     np.testing.assert_allclose(te.N, 2 * np.einsum("ivp,ivpz->iz", te.rho, te.chi**2), rtol=1e-13)
+    np.testing.assert_allclose(poisson.volume_density(m, get_backend("numpy"), te.rho, te.chi), te.N, rtol=1e-14)
+    assert np.all(te.N[:, 0] == 0) and np.all(te.N[:, -1] == 0)
 
 
 def test_startup_newton_converges(standard):
@@ -333,7 +335,7 @@ def test_cupy_matches_numpy(cupy_backend, np_be):
     m = model("mesh.NX=17", "mesh.NZ=33")
     a = poisson.initcond(m, np_be)
     b = poisson.initcond(m, cupy_backend)
-    assert a.iterations == b.iterations
+    assert abs(a.iterations - b.iterations) <= 1
     for name in ("V", "eps", "chi", "N", "rho"):
         x, y = getattr(a, name), cupy_backend.to_numpy(getattr(b, name))
         np.testing.assert_allclose(y, x, rtol=1e-10, atol=1e-10 * np.abs(x).max(), err_msg=name)

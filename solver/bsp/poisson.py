@@ -105,6 +105,11 @@ def density(xp, rho, chi):
     return 2.0 * xp.einsum("ivp,ivpz->iz", rho, chi * chi)
 
 
+def volume_density(model, backend, rho, chi):
+    """N(x, z) = 2 sum_{nu,p} rho chi^2 (NX, NZ) on the backend (for DENS / outputs)."""
+    return density(backend.xp, rho, chi)
+
+
 def frechet(model, backend, eps, chi, rho, drho=None):
     """Frechet kernel F_i(j, j') = dN(x_i, z_j)/dV(x_i, z_j') at the interior columns and nodes.
 
@@ -121,7 +126,7 @@ def frechet(model, backend, eps, chi, rho, drho=None):
     ch = chi[1:-1, :, :, 1:-1]  # (NXi, 3, n, nz)
     e = eps[1:-1]
     r = rho[1:-1]
-    pa, pb = np.triu_indices(n, k=1)
+    pa, pb = (xp.asarray(a) for a in np.triu_indices(n, k=1))
     prod = ch[:, :, pa, :] * ch[:, :, pb, :]  # (NXi, 3, npair, nz)
     coef = 4.0 * (r[:, :, pa] - r[:, :, pb]) / (e[:, :, pb] - e[:, :, pa])  # (NXi, 3, npair)
     B = [prod]
