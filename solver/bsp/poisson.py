@@ -310,10 +310,8 @@ def _newton_loop(model, backend, problem, V, sysm, bvals, rho_fn, drho_fn, tol, 
             b *= s
         with _phase(timer, "solvelinsys"):
             try:
-                with warnings.catch_warnings():
-                    warnings.simplefilter("error", sp.SparseEfficiencyWarning)
-                    lu = spla.splu(A, permc_spec="NATURAL")
-                    x = lu.solve(b)
+                lu = spla.splu(A, permc_spec="NATURAL")
+                x = lu.solve(b)
             except (RuntimeError, ValueError) as exc:
                 raise _LinearSolveFailed(f"{problem}: sparse LU failed in iteration {it}: {exc}", V) from exc
             if not np.all(np.isfinite(x)):
