@@ -34,6 +34,7 @@ class StageData:
     A_eps:   max |d eps/dx| (float or 0-d array): phi-splitting alpha = A_eps * A_3.
     closed:  True = zero flux through both contact faces (mass-conservation checks).
     scattering: include G - L (None = config key physics.scattering).
+    mechanisms: subset of phonon mechanism indices (None = all; for checks).
     """
     eps: Any
     deps_dx: Any
@@ -44,6 +45,7 @@ class StageData:
     A_eps: Any
     closed: bool = False
     scattering: bool | None = None
+    mechanisms: tuple | None = None
 
 
 def _phase(timer, name):
@@ -58,9 +60,9 @@ def rhs(model, backend, Phi, sd: StageData, timer=None):
         scat = bool(model.cfg["physics"].get("scattering", True))
     if scat:
         with _phase(timer, "scat_gain"):
-            G = _scat.gain(model, backend, sd.PhiHat, sd.eps, sd.W)
+            G = _scat.gain(model, backend, sd.PhiHat, sd.eps, sd.W, sd.mechanisms)
         with _phase(timer, "scat_loss"):
-            Lc = _scat.loss_coefficient(model, backend, sd.eps, sd.W)
+            Lc = _scat.loss_coefficient(model, backend, sd.eps, sd.W, sd.mechanisms)
             out = Lc[..., None] * Phi
             del Lc
             xp.subtract(G[..., None], out, out=out)
