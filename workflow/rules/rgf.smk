@@ -1,1 +1,145 @@
-# Rules of the rgf study (filled by its issue).  Conventions: see common.smk.
+# Rules of the rgf study (paper 002: recursive Green's function transport in a [100] Si nanowire).
+# Conventions: see common.smk.  Bulk/wire gap tables pin the Hamiltonian; T(E)/LDOS(E) run as one
+# job per chunk of energies (Fig 8a's strong scaling is computed from the chunks' measured times);
+# Table 3 / Fig 7 cases 1-4 run on this machine's CPU (numba), case 5 only when USE_GPU.
+# The full-size wire (X-UC = 100, 8 x 16) was run on the device machine with
+# workflow/scripts/rgf_device.py; its results are committed under results/nvidia-h100/rgf/.
+if enabled("rgf"):
+    validate(config["rgf"], "../schemas/rgf.schema.yaml")
+    RGF = config["rgf"]
+    _RS = RGF["sweep"]
+    RGF_CHUNKS = list(range(_RS["n_chunks"]))
+    _RC = RGF["cases"]
+    RGF_CASES = [c for c in _RC["cases"] if c != 5 or USE_GPU]
+    _RK = RGF["cost"]
+    _RGF_BACKEND = _RS["backend"] if _RS["backend"] != "auto" else ("cupy" if USE_GPU else "numpy")
+
+    rule rgf_bulk:
+        output:
+            csv=res("rgf", "bulk_gaps.csv"),
+            fig=res("rgf", "bulk_bands.png"),
+        log:
+            logf("rgf", "bulk"),
+        benchmark:
+            bench("rgf", "bulk")
+        threads: 1
+        shell:
+            "{SOLVER} rgf bulk --out {output.csv} --fig {output.fig} > {log} 2>&1"
+
+    rule rgf_wire_gaps:
+        output:
+            csv=res("rgf", "wire_gaps.csv"),
+        params:
+            sizes=",".join(map(str, RGF["wire_gaps"]["sizes"])),
+            tbset=RGF["wire_gaps"]["set"],
+            shift=RGF["wire_gaps"]["shift"],
+        log:
+            logf("rgf", "wire_gaps"),
+        benchmark:
+            bench("rgf", "wire_gaps")
+        threads: 2
+        shell:
+            "{SOLVER} rgf wire-gaps --out {output.csv} --sizes {params.sizes} --set {params.tbset} "
+            "--shift {params.shift} > {log} 2>&1"
+
+    rule rgf_sweep_chunk:
+        output:
+            csv=res("rgf", "sweep", "chunk{chunk}.csv"),
+            rec=res("rgf", "sweep", "chunk{chunk}.run.json"),
+        params:
+            so="--spin-orbit" if _RS["spin_orbit"] else "",
+            backend=_RGF_BACKEND,
+        log:
+            logf("rgf", "sweep_chunk{chunk}"),
+        benchmark:
+            bench("rgf", "sweep_chunk{chunk}")
+        threads: 1
+        resources:
+            gpu=1 if _RGF_BACKEND == "cupy" else 0,
+        shell:
+            "OMP_NUM_THREADS={threads} OPENBLAS_NUM_THREADS={threads} MKL_NUM_THREADS={threads} "
+            "{SOLVER} rgf sweep --out {output.csv} --ny {_RS[ny]} --nz {_RS[nz]} --xuc {_RS[xuc]} "
+            "--emin {_RS[emin]} --emax {_RS[emax]} --ne {_RS[ne]} --chunk {wildcards.chunk} "
+            "--n-chunks {_RS[n_chunks]} --set {_RS[set]} {params.so} --eta {_RS[eta]} "
+            "--backend {params.backend} > {log} 2>&1"
+
+    rule rgf_fig8bc:
+        input:
+            expand(res("rgf", "sweep", "chunk{chunk}.csv"), chunk=RGF_CHUNKS),
+        output:
+            res("rgf", "fig8bc_transmission_ldos.png"),
+        params:
+            title=f"{_RS['ny']}x{_RS['nz']} x {_RS['xuc']} UC",
+        localrule: True
+        log:
+            logf("rgf", "fig8bc"),
+        shell:
+            "{SOLVER} rgf plot-sweep --out {output} --title '{params.title}' {input} > {log} 2>&1"
+
+    rule rgf_fig8a:
+        input:
+            expand(res("rgf", "sweep", "chunk{chunk}.csv"), chunk=RGF_CHUNKS),
+        output:
+            csv=res("rgf", "fig8a_strong_scaling.csv"),
+            fig=res("rgf", "fig8a_strong_scaling.png"),
+        localrule: True
+        log:
+            logf("rgf", "fig8a"),
+        shell:
+            "{SOLVER} rgf scaling --out {output.csv} --fig {output.fig} {input} > {log} 2>&1"
+
+    rule rgf_cases:
+        output:
+            csv=res("rgf", "table3_cases.csv"),
+            fig=res("rgf", "fig7_cases.png"),
+        params:
+            cases=",".join(map(str, RGF_CASES)),
+        log:
+            logf("rgf", "cases"),
+        benchmark:
+            bench("rgf", "cases")
+        threads: workflow.cores
+        resources:
+            gpu=1 if 5 in RGF_CASES else 0,
+        shell:
+            "NUMBA_NUM_THREADS={threads} {SOLVER} rgf cases --out {output.csv} --fig {output.fig} "
+            "--cases {params.cases} --ny {_RC[ny]} --nz {_RC[nz]} --xuc {_RC[xuc]} --energy {_RC[energy]} > {log} 2>&1"
+
+    rule rgf_cost:
+        output:
+            csv=res("rgf", "fig2_cost.csv"),
+            fig=res("rgf", "fig2_cost.png"),
+        params:
+            lengths=",".join(map(str, _RK["lengths"])),
+            sections=",".join(_RK["sections"]),
+        log:
+            logf("rgf", "cost"),
+        benchmark:
+            bench("rgf", "cost")
+        threads: 1
+        shell:
+            "OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1 "
+            "{SOLVER} rgf cost --out {output.csv} --fig {output.fig} --lengths {params.lengths} "
+            "--sections {params.sections} --base-length {_RK[base_length]} --base-section {_RK[base_section]} "
+            "--energy {_RK[energy]} > {log} 2>&1"
+
+    rule rgf_table1:
+        output:
+            res("rgf", "table1_thread_efficiency.csv"),
+        localrule: True
+        log:
+            logf("rgf", "table1"),
+        shell:
+            "{SOLVER} rgf table1 --out {output} --rows {RGF[table1][rows]} --threads {RGF[table1][threads]} > {log} 2>&1"
+
+    rule rgf_all:
+        input:
+            res("rgf", "bulk_gaps.csv"),
+            res("rgf", "wire_gaps.csv"),
+            res("rgf", "fig8bc_transmission_ldos.png"),
+            res("rgf", "fig8a_strong_scaling.png"),
+            res("rgf", "fig7_cases.png"),
+            res("rgf", "fig2_cost.png"),
+            res("rgf", "table1_thread_efficiency.csv"),
+
+    ALL_TARGETS.extend(rules.rgf_all.input)
