@@ -6,7 +6,9 @@ batches of ``batch`` behind a one-thread *spin* kernel that keeps the GPU busy w
 enqueues the batch, so the events measure the device time of the launch (kernel plus the
 launch-to-launch gap, ~1-2 us) and not the host's Python launch cost.  If the spin was too short
 (its completion event had fired before the batch was enqueued) the batch counts as an underrun and
-the spin is doubled; the CSV reports ``spin_underruns``.  Two further numbers per point:
+the batch is discarded and redone with a longer spin (at most 3 times per point; the spin of the
+next batch is otherwise 1.25 x the measured enqueue time of the last); the CSV reports
+``spin_underruns``.  Two further numbers per point:
 - ``loop_mean_s``: ``loop_reps`` launches back to back between two events (behind a spin), divided
   by the count: the throughput time of a stream of launches;
 - ``host_mean_s`` / ``host_median_s``: ``host_reps`` launches each timed on the host from the call to
@@ -111,29 +113,41 @@ class GpuTimer:
         e.record()
         e.synchronize()
         dev_est = cp.cuda.get_elapsed_time(s, e) * 1e-3
-        # per-run cost of the measurement itself: the device time, or the host enqueue (spin-covered)
-        per_run = max(dev_est, 2.5 * host_enqueue) + host_enqueue
+        # per-run cost of the measurement: the spin covers the host enqueue of start event +
+        # launch + stop event (~ host_enqueue + 4 us), then the GPU runs the kernels
+        per_launch_host = host_enqueue + 4e-6
+        per_run = 1.25 * per_launch_host + dev_est
         n = capped_reps(reps, min_reps, max_seconds, per_run)
 
-        # per-launch event pairs, batched behind a spin kernel
+        # per-launch event pairs, batched behind a spin kernel; a batch whose spin ran out before
+        # it was fully enqueued (GPU idle in between: host time would leak into the events) is
+        # discarded and redone with a longer spin, at most 3 times per point
         times = np.empty(n)
-        spin_s = 1.5 * 3.0 * host_enqueue * self.batch   # ~3x the python cost of start+launch+stop
-        underruns = 0
+        spin_per_launch = 1.5 * per_launch_host
+        underruns = redone = 0
         done = 0
         mark = cp.cuda.Event(disable_timing=True)
         while done < n:
             b = min(self.batch, n - done)
-            self._spin_seconds(spin_s * b / self.batch)
+            self._spin_seconds(spin_per_launch * b)
             mark.record()
+            t_enq = time.perf_counter()
             for j in range(b):
                 s, e = self.events[j]
                 s.record()
                 fn()
                 e.record()
-            if mark.done:             # the GPU went idle before the batch was enqueued
-                underruns += 1
-                spin_s *= 2.0
+            t_enq = (time.perf_counter() - t_enq) / b
+            late = bool(mark.done)
             self.events[b - 1][1].synchronize()
+            if late:
+                underruns += 1
+                spin_per_launch = max(2.0 * spin_per_launch, 1.5 * t_enq)
+                if redone < 3:
+                    redone += 1
+                    continue
+            else:
+                spin_per_launch = max(1.25 * t_enq, 0.5 * spin_per_launch)
             for j in range(b):
                 s, e = self.events[j]
                 times[done + j] = cp.cuda.get_elapsed_time(s, e) * 1e-3
@@ -146,7 +160,7 @@ class GpuTimer:
         # back-to-back loop between two events
         nl = max(1, min(self.loop_reps, n))
         s, e = self.events[0]
-        self._spin_seconds(1.5 * host_enqueue * nl)
+        self._spin_seconds(1.5 * host_enqueue * nl + 1e-4)
         mark.record()
         s.record()
         for _ in range(nl):

@@ -148,6 +148,8 @@ def _plot(args) -> int:
     from solver.vecops.plots import make_all
 
     cfg = _cfg(args)
-    files = make_all(args.dir, args.out_dir or args.dir, cfg["precision"])
+    out_dir = Path(args.out_dir or args.dir)
+    files = make_all(args.dir, out_dir, cfg["precision"])
+    _record(out_dir / "figures.json", cfg, None, {"study": "vecops", "command": "plot", "outputs": files})
     print("\n".join(files), file=sys.stderr)
     return 0
