@@ -113,7 +113,8 @@ def weno5_faces(xp, g, axis, left=True, eps=WENO_EPS):
     del D, Dm2, Dm1, Dp1, Dp2
     corr = _correction(a, b, D0, d, eps)
     del a, b, d
-    h += xp.where(mask, corr, -corr)
+    corr *= xp.where(mask, 1.0, -1.0)  # sgn, on the (small) mask shape
+    h += corr
     return h
 
 
