@@ -67,12 +67,13 @@ def _numba_gain():
     from numba import njit, prange
 
     @njit(parallel=True, cache=True)
-    def gain(fpad, N, P, sidx_m, ps, Mflat, coef, ptr, n, w, out):
+    def gain(fpad, N, P, sidx_m, ps, Mflat, coef, ptr, n, w, cells, out):
         Np = N + 2 * P
         S0 = Np * Np
         S1 = Np
         K = 2 * N - 1
-        for i in prange(N * N * N):
+        for c in prange(cells.shape[0]):
+            i = cells[c]
             ix = i // (N * N)
             iy = (i // N) % N
             iz = i % N
@@ -95,7 +96,7 @@ def _numba_gain():
                             Sn = n[e, 0] * p0 + n[e, 1] * p1 + n[e, 2] * p2
                             a += w[e] * fpad[ip + (Sn - M) // 2] * fpad[ip - (Sn + M) // 2]
                         acc += coef[mi] * a
-            out[i] = acc
+            out[c] = acc
 
     _NUMBA["gain"] = gain
     return gain
@@ -258,16 +259,19 @@ class CollisionOperator:
             out[sl] += val.reshape(out[sl].shape)
         return out
 
-    def _gain_numba(self, f):
+    def _gain_numba(self, f, cells=None):
+        """numba gain; ``cells`` (flat indices) restricts it to those cells (timing samples)."""
         gain = _numba_gain()
         t = self.table
         N = self.N
-        out = np.empty(N ** 3, dtype=self.dtype)
+        full = cells is None
+        cells = np.arange(N ** 3, dtype=np.int64) if full else np.asarray(cells, np.int64)
+        out = np.empty(len(cells), dtype=self.dtype)
         if not hasattr(self, "_nb_args"):
             self._nb_args = (self.sidx_m, self.ps.astype(np.int64), self.Mflat, self.coef.astype(self.dtype),
                              t.ptr, t.n.astype(np.int64), t.w.astype(self.dtype))
-        gain(self.pad(f), N, self.P, *self._nb_args, out)
-        return out.reshape(N, N, N)
+        gain(self.pad(f), N, self.P, *self._nb_args, cells, out)
+        return out.reshape(N, N, N) if full else out
 
     def _gain_cupy(self, f):
         import cupy as cp
