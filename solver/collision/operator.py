@@ -116,7 +116,7 @@ extern "C" __global__ void gain_kernel_T(const REAL* __restrict__ fpad, const in
     const long long e0 = ptr[s] + (long long)blockIdx.y * TILE;
     const long long e1 = ptr[s + 1];
     if (s == 0 || e0 >= e1) return;
-    const int cnt = (int)min((long long)TILE, e1 - e0);
+    const int cnt = (e1 - e0 < TILE) ? (int)(e1 - e0) : TILE;
     const int mx = mi / (K * K) - (N - 1), my = (mi / K) % K - (N - 1), mz = mi % K - (N - 1);
     const int p0 = ps[3 * mi], p1 = ps[3 * mi + 1], p2 = ps[3 * mi + 2];
     const long long M = Mflat[mi];
