@@ -14,6 +14,7 @@ D=results/$M/vecops; mkdir -p "$D/logs"
 declare -A NAME=([fig09]=fig09_axpy [fig10_11]=fig10_11_dot_blocks [fig12]=fig12_dot_sizes [fig13]=fig13_spmv_vector [fig14]=fig14_spmv_scalar [crossover]=crossover_spmv)
 echo "== machine $M ($(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null)) config $CFG"
 t0=$SECONDS
+$PY -c "import importlib.util as u; print('packages:', {m: bool(u.find_spec(m)) for m in ('cupy','numba','scipy','pandas','matplotlib','jsonschema','yaml')})"
 echo "== compile check"
 $PY -c "
 from solver.vecops.kernels import GpuKernels
