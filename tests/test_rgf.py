@@ -59,16 +59,22 @@ def test_lead_elimination_matches_cell_decimation():
     assert np.abs(SR[-n:, -n:] - sr).max() < 1e-9 * np.abs(sr).max()
 
 
-def _right_movers(w, E, nk=2001):
-    B = wire_bands(w, np.linspace(-0.5, 0.5, nk))
+@pytest.fixture(scope="module")
+def bulk_cell():
+    w = build_wire(1, 1, "jancu1998", False, periodic=True)
+    return w, wire_bands(w, np.linspace(-0.5, 0.5, 1201))
+
+
+def _right_movers(B, E):
+    """Upward crossings of E by the sorted bands over the Brillouin zone = right-moving modes."""
     below = B < E
     return int(np.sum(below[:-1] & ~below[1:]))
 
 
 @pytest.mark.parametrize("E", [-1.0, 2.0, 3.0])
-def test_bulk_supercell_integer_transmission(E):
-    w = build_wire(1, 1, "jancu1998", False, periodic=True)
-    modes = _right_movers(w, E)
+def test_bulk_supercell_integer_transmission(bulk_cell, E):
+    w, B = bulk_cell
+    modes = _right_movers(B, E)
     for eta in (1e-7, 1e-9):
         r = Device(w, 2, eta).solve(E)
         assert r["T_LR"] == pytest.approx(modes, abs=1e-4)
