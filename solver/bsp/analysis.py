@@ -408,7 +408,7 @@ def plot_mesh_scaling(t: pd.DataFrame, columns, title: str):
     ax.set_xticks(xs, [f"{i}\n{m}" for i, m in zip(t.index, t["mesh"])], fontsize=7)
     ax.set_ylabel("s per time step")
     ax.set_yscale("log")
-    ax.legend(fontsize=7, ncol=3)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     ax.set_title(title, fontsize=10)
     fig.tight_layout()
     return fig

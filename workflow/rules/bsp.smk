@@ -152,12 +152,13 @@ _RUN_OUTPUTS = dict(
     run=f"{_RUN}/run.json",
     timers=f"{_RUN}/timers.csv",
     profiles=f"{_RUN}/profiles.csv",
-    profiles_t0=f"{_RUN}/profiles_t0.csv",
     scalars=f"{_RUN}/scalars.csv",
     fields=f"{_RUN}/fields.h5",
 )
 # The solver writes every file atomically and run.json last; a killed run leaves its
-# checkpoint.h5 (not a declared output, so Snakemake keeps it) and resumes from it.
+# checkpoint.h5 (not a declared output, so Snakemake keeps it when it clears an incomplete job's
+# outputs) and resumes from it.  profiles_t0.csv is written only by a fresh start (not on resume),
+# so it is not declared either.
 # Thread pools are pinned to the variant's thread count explicitly (Snakemake's own pinning follows
 # `threads:`, which is all cores for exclusive runs).
 _RUN_SHELL = ("OMP_NUM_THREADS={wildcards.nthreads} OPENBLAS_NUM_THREADS={wildcards.nthreads} "
@@ -416,8 +417,9 @@ rule bsp_compare:
         "../scripts/bsp_compare.py"
 
 
+BSP_TARGETS = []
 if enabled("bsp"):
-    ALL_TARGETS += [
+    BSP_TARGETS += [
         rules.bsp_doc_geometry.output[0],
         *rules.bsp_doc_tables.output,
         *rules.bsp_phase_tables.output,
@@ -428,6 +430,14 @@ if enabled("bsp"):
         rules.bsp_compare.output[0],
     ]
     if BSP_HAS_STURM:
-        ALL_TARGETS += list(rules.bsp_sturm.output)
+        BSP_TARGETS += list(rules.bsp_sturm.output)
     if BSP_HAS_SPY:
-        ALL_TARGETS += list(rules.bsp_spy.output)
+        BSP_TARGETS += list(rules.bsp_spy.output)
+    ALL_TARGETS += BSP_TARGETS
+
+
+rule bsp_all:
+    """Every bsp target (snakemake bsp_all --cores N): the tables and figures of papers 000 and 001."""
+    input:
+        BSP_TARGETS,
+    localrule: True
