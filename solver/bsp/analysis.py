@@ -251,14 +251,18 @@ def grid_speedups(runs: pd.DataFrame, baseline: str, phase: str = "ITER", meshes
     return sp
 
 
-def compare_machines(tables: dict) -> pd.DataFrame:
-    """Cross-machine table: ``tables[machine]`` is a phase table (index variant, columns phases);
-    the result has rows (variant, phase) and one column per machine (s per step)."""
+def compare_machines(runs_by_machine: dict, columns: dict = TABLE5) -> pd.DataFrame:
+    """Cross-machine table: ``runs_by_machine[machine]`` is a machine's tidy timing table
+    (:func:`collect_runs`); rows (mesh, variant, phase) with the papers' phases, one column per
+    machine (mean s per step; empty where a machine has no such run)."""
     cols = {}
-    for machine, t in sorted(tables.items()):
-        cols[machine] = t.stack(future_stack=True) if hasattr(t, "stack") else t
+    for machine, runs in sorted(runs_by_machine.items()):
+        runs = _ordered(runs)
+        t = _combine(runs, columns)
+        t.index = pd.MultiIndex.from_arrays([runs["mesh"].astype(str), runs["variant"]], names=["mesh", "variant"])
+        cols[machine] = t.stack(future_stack=True)
     out = pd.DataFrame(cols)
-    out.index.names = ["variant", "phase"]
+    out.index.names = ["mesh", "variant", "phase"]
     return out
 
 

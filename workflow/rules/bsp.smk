@@ -400,12 +400,13 @@ rule bsp_spy:
 
 
 def bsp_compare_inputs(wildcards):
-    machines = sorted(set(machines_with("bsp", "tables/table5_phases_000.csv")) | {MACHINE})
-    return [res("bsp", "tables", "table5_phases_000.csv", machine=m) for m in machines]
+    machines = sorted(set(machines_with("bsp", "tables/timing_runs.csv")) | {MACHINE})
+    return [res("bsp", "tables", "timing_runs.csv", machine=m) for m in machines]
 
 
 rule bsp_compare:
-    """Cross-machine table: Table 5 of 000 of every machine found under results/, side by side."""
+    """Cross-machine table: Table 5 of 000 (per mesh and variant) of every machine found under
+    results/, one column per machine."""
     input:
         bsp_compare_inputs,
     output:
