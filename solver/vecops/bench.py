@@ -8,7 +8,9 @@ launch-to-launch gap, ~1-2 us) and not the host's Python launch cost.  If the sp
 (its completion event had fired before the batch was enqueued) the batch counts as an underrun and
 the batch is discarded and redone with a longer spin (at most 3 times per point; the spin of the
 next batch is otherwise 1.25 x the measured enqueue time of the last); the CSV reports
-``spin_underruns``.  Two further numbers per point:
+``spin_underruns``.  A call that blocks the host until the GPU is idle (found by a probe
+behind a 5 ms spin) is timed without spins (CSV column ``host_blocking``): its event pairs then
+include its own host-side work.  Two further numbers per point:
 - ``loop_mean_s``: ``loop_reps`` launches back to back between two events (behind a spin), divided
   by the count: the throughput time of a stream of launches;
 - ``host_mean_s`` / ``host_median_s``: ``host_reps`` launches each timed on the host from the call to
@@ -113,23 +115,37 @@ class GpuTimer:
         e.record()
         e.synchronize()
         dev_est = cp.cuda.get_elapsed_time(s, e) * 1e-3
+        # does fn block the host until the GPU is idle (a synchronising library call)?  Then
+        # no spin can cover its enqueue: time it without spins (column host_blocking)
+        probe_s = 0.005
+        self._spin_seconds(probe_s)
+        t0 = time.perf_counter()
+        fn()
+        blocking = (time.perf_counter() - t0) > 0.5 * probe_s
+        stream_sync()
+
         # per-run cost of the measurement: the spin covers the host enqueue of start event +
         # launch + stop event (~ host_enqueue + 4 us), then the GPU runs the kernels
         per_launch_host = host_enqueue + 4e-6
-        per_run = 1.25 * per_launch_host + dev_est
+        per_run = (1.25 * per_launch_host + dev_est) if not blocking else (per_launch_host + dev_est)
         n = capped_reps(reps, min_reps, max_seconds, per_run)
 
         # per-launch event pairs, batched behind a spin kernel; a batch whose spin ran out before
         # it was fully enqueued (GPU idle in between: host time would leak into the events) is
-        # discarded and redone with a longer spin, at most 3 times per point
+        # discarded and redone with a longer spin, at most 3 times per point; the spin never
+        # exceeds 10x its first estimate nor 0.1 s per batch, and a point stops after
+        # 2 x max_seconds whatever its count (the count used is returned)
         times = np.empty(n)
-        spin_per_launch = 1.5 * per_launch_host
+        spin0 = 1.5 * per_launch_host
+        spin_per_launch = spin0
         underruns = redone = 0
         done = 0
         mark = cp.cuda.Event(disable_timing=True)
+        t_start = time.perf_counter()
         while done < n:
             b = min(self.batch, n - done)
-            self._spin_seconds(spin_per_launch * b)
+            if not blocking:
+                self._spin_seconds(min(spin_per_launch * b, 0.1))
             mark.record()
             t_enq = time.perf_counter()
             for j in range(b):
@@ -138,42 +154,47 @@ class GpuTimer:
                 fn()
                 e.record()
             t_enq = (time.perf_counter() - t_enq) / b
-            late = bool(mark.done)
+            late = (not blocking) and bool(mark.done)
             self.events[b - 1][1].synchronize()
             if late:
                 underruns += 1
-                spin_per_launch = max(2.0 * spin_per_launch, 1.5 * t_enq)
                 if redone < 3:
                     redone += 1
+                    spin_per_launch = min(max(2.0 * spin_per_launch, 1.5 * t_enq), 10 * spin0)
                     continue
-            else:
-                spin_per_launch = max(1.25 * t_enq, 0.5 * spin_per_launch)
+            elif not blocking:
+                spin_per_launch = min(max(1.25 * t_enq, 0.5 * spin_per_launch), 10 * spin0)
             for j in range(b):
                 s, e = self.events[j]
                 times[done + j] = cp.cuda.get_elapsed_time(s, e) * 1e-3
             done += b
-        out = {"reps": n, "warmup": int(max(1, warmup))}
+            if time.perf_counter() - t_start > 2 * max_seconds:
+                break
+        times = times[:done]
+        out = {"reps": done, "warmup": int(max(1, warmup))}
         out.update(_stats(times))
         out["spin_underruns"] = underruns
+        out["host_blocking"] = blocking
         out["host_enqueue_s"] = host_enqueue
 
         # back-to-back loop between two events
-        nl = max(1, min(self.loop_reps, n))
+        nl = max(1, min(self.loop_reps, done))
         s, e = self.events[0]
-        self._spin_seconds(1.5 * host_enqueue * nl + 1e-4)
+        if not blocking:
+            self._spin_seconds(min(1.5 * host_enqueue * nl + 1e-4, 0.2))
         mark.record()
         s.record()
         for _ in range(nl):
             fn()
         e.record()
-        loop_underrun = bool(mark.done)
+        loop_underrun = (not blocking) and bool(mark.done)
         e.synchronize()
         out["loop_reps"] = nl
         out["loop_mean_s"] = cp.cuda.get_elapsed_time(s, e) * 1e-3 / nl
         out["loop_underrun"] = loop_underrun
 
         # host-visible latency: launch + synchronise
-        nh = max(1, min(self.host_reps, n))
+        nh = max(1, min(self.host_reps, done))
         ht = np.empty(nh)
         for i in range(nh):
             t0 = time.perf_counter()

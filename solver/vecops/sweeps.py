@@ -35,7 +35,7 @@ CSV_NAMES = {
 COLUMNS = ["figure", "device_kind", "device", "impl", "precision", "n", "block", "matrix", "rows",
            "nnz_per_row", "nnz", "bytes", "flops", "reps", "warmup", "mean_s", "median_s", "min_s",
            "max_s", "std_s", "loop_reps", "loop_mean_s", "host_reps", "host_mean_s", "host_median_s",
-           "spin_underruns", "gbytes_s", "gflops", "rel_err", "threads"]
+           "spin_underruns", "host_blocking", "gbytes_s", "gflops", "rel_err", "threads"]
 
 
 def vec_bytes(kind: str, n: int, itemsize: int) -> int:

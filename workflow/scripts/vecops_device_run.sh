@@ -21,19 +21,22 @@ from solver.vecops.kernels import GpuKernels
 import time; t=time.time(); GpuKernels('float32'); GpuKernels('float64'); print(f'compiled in {time.time()-t:.1f} s')" 2>&1 | tail -20
 [ "${PIPESTATUS[0]}" -eq 0 ] || { echo "COMPILE FAILED"; exit 3; }
 echo "== gpu tests ($((SECONDS-t0)) s)"
-timeout 240 $PY -m pytest -m gpu tests/test_vecops_gpu.py -q -x 2>&1 | tail -25
+timeout 120 $PY -m pytest -m gpu tests/test_vecops_gpu.py -q -x 2>&1 | tail -25
 echo "== table1 + ceilings ($((SECONDS-t0)) s)"
 $PY -m solver vecops table1 --gpu --config "$CFG" --out "$D/table1.csv" > "$D/logs/table1.log" 2>&1 || tail -20 "$D/logs/table1.log"
 for dev in gpu cpu; do
   timeout 120 $PY -m solver vecops ceilings --device $dev --config "$CFG" --out "$D/ceilings.$dev.csv" > "$D/logs/ceilings_$dev.log" 2>&1; tail -6 "$D/logs/ceilings_$dev.log"
 done
+LIMIT=${VECOPS_LIMIT_S:-540}   # stop starting new steps after this many seconds; results are tarred after each step
 for f in $FIGS; do
   for dev in gpu cpu; do
     [ "$dev" = cpu ] && [ "$f" = crossover ] && continue
+    [ $((SECONDS-t0)) -gt "$LIMIT" ] && { echo "SKIPPED $f $dev (time limit)"; continue; }
     echo "== $f $dev ($((SECONDS-t0)) s)"
-    timeout 200 $PY -m solver vecops bench --figure $f --device $dev --config "$CFG" --out "$D/${NAME[$f]}.$dev.csv" > "$D/logs/bench_${NAME[$f]}_$dev.log" 2>&1 \
+    timeout 120 $PY -m solver vecops bench --figure $f --device $dev --config "$CFG" --out "$D/${NAME[$f]}.$dev.csv" > "$D/logs/bench_${NAME[$f]}_$dev.log" 2>&1 \
       || { echo "FAILED $f $dev"; tail -30 "$D/logs/bench_${NAME[$f]}_$dev.log"; }
     tail -2 "$D/logs/bench_${NAME[$f]}_$dev.log"
+    tar czf "$OUT/vecops_results.tgz" results/$M/vecops
   done
 done
 echo "== plot ($((SECONDS-t0)) s)"
