@@ -4,8 +4,9 @@
 # GPU column of Table 1 only when USE_GPU (resources gpu=1).  The GPU results committed under
 # results/<gpu machine>/vecops/ were produced on the device machine by the same
 # `python -m solver vecops ...` commands these rules run; the plot rule regenerates the figures
-# from whatever CSVs the machine's folder holds:
-#   snakemake --cores 2 --config machine=nvidia-h100 gpu=true -- vecops_all
+# from whatever CSVs the machine's folder holds (bench rules are not re-run):
+#   tar xzf vecops_results.tgz   # from workflow/scripts/vecops_device_run.sh
+#   snakemake --cores 2 --config machine=nvidia-h100 gpu=True --allowed-rules vecops_plot vecops_all -- vecops_all
 import json as _vecops_json
 
 from solver.vecops.config import resolve as _vecops_resolve
