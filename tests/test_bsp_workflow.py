@@ -111,6 +111,16 @@ def test_collect_leaves_out_warmup_and_normalizes(tmp_path):
     assert r0["step"] == pytest.approx(_times()["step"] * 13 / 4)  # (10 + 3) / 4 steps
 
 
+def test_calls_per_step(tmp_path):
+    d = _write_run(tmp_path / "a", "numpy", 1, "2x9x9x12x8", _times(), steps=4)
+    rec = json.loads((d / "run.json").read_text())
+    rec["timers"]["calls"] = {"step": 4, "step/BTE": 12, "step/ITER/POTENTIAL/eigen": 30, "startup/INITCOND": 1}
+    (d / "run.json").write_text(json.dumps(rec))
+    t = A.calls_per_step({"numpy_t1": d})
+    assert t.loc["step", "numpy_t1"] == 1.0 and t.loc["BTE", "numpy_t1"] == 3.0
+    assert t.loc["ITER/eigen", "numpy_t1"] == 7.5 and "startup/INITCOND" not in t.index
+
+
 def test_normalize_deeper_phase_names():
     s = A.normalize_phases(pd.Series({"step": 3.0, "step/ITER": 2.0, "step/ITER/POTENTIAL/eigen": 0.5,
                                       "step/ITER/POTENTIAL/solvelinsys": 1.0, "startup/INITCOND": 9.0}))

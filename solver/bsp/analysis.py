@@ -166,6 +166,23 @@ def collect_runs(run_dirs, warmup: int = 1, machine: str | None = None) -> pd.Da
     return df
 
 
+def calls_per_step(run_dirs: dict) -> pd.DataFrame:
+    """Table 3 of 000: calls per time step of every timed phase (kernels / functions), from the
+    timers' call counts in run.json; ``run_dirs[variant]`` = run folder.  Rows = phases (the
+    step's sub-phases without 'step/'), columns = variants."""
+    cols = {}
+    for variant, d in run_dirs.items():
+        rec = json.loads((Path(d) / "run.json").read_text())
+        t = rec.get("timers", {})
+        steps = max(int(t.get("steps") or 0), 1)
+        calls = {k: v for k, v in (t.get("calls") or {}).items() if k == "step" or k.startswith("step/")}
+        cols[variant] = normalize_phases(pd.Series(calls, dtype=float)) / steps
+    out = pd.DataFrame(cols)
+    out.index.name = "phase"
+    order = [p for p in PHASES if p in out.index] + sorted(p for p in out.index if p not in PHASES)
+    return out.loc[order]
+
+
 def _combine(runs: pd.DataFrame, columns: dict) -> pd.DataFrame:
     out = pd.DataFrame(index=runs.index)
     for name, parts in columns.items():

@@ -13,12 +13,12 @@
 #   doc:  Fig 1 (bsp_doc_geometry), Tables 8-9 of 001 and Table 1 of 000 (bsp_doc_tables),
 #         Fig 4 of 001 (bsp_sturm, when solver.bsp.schrodinger provides schrodinger_matrix and
 #         sturm_count);
-#   data: Table 5, Figs 11-13, 15 of 000 and Fig 7, Tables 2-3, Figs 8-9 of 001 (bsp_phase_tables,
+#   data: Table 3 of 000 (bsp_calls: calls per step from the timers), Table 5, Figs 11-13, 15 of 000 and Fig 7, Tables 2-3, Figs 8-9 of 001 (bsp_phase_tables,
 #         bsp_phase_figures); Fig 14 of 000, Figs 10-13 of 001 (bsp_scaling); Table 7 of 001
 #         (bsp_grids); Fig 6 of 001 (bsp_convergence); the cross-machine table (bsp_compare).
 #         Fig 6 of 000 (bsp_spy: the Newton matrix assembled by solver.bsp.poisson.NewtonSystem
 #         from the final state of the baseline timing run);
-# TODO (not built): Tables 2-4 of 000 and Tables 1, 4-6 of 001 (Krylov solvers, profiler call
+# TODO (not built): Tables 2 and 4 of 000 and Tables 1, 4-6 of 001 (Krylov solvers, profiler call
 #   counts and hardware counters, IPI kernels A/B) need solver features that do not exist yet;
 #   Fig 10 of 000 (overlap of the x-derivative with ITER) needs a solver switch for the overlap.
 import importlib
@@ -252,6 +252,21 @@ rule bsp_phase_tables:
         "../scripts/bsp_phases.py"
 
 
+rule bsp_calls:
+    """Table 3 of 000: calls per time step of every timed kernel / function (the timers' counts)."""
+    input:
+        lambda wc: bsp_series_runs("timing"),
+    output:
+        report(res("bsp", "tables", "table3_calls_000.csv"), caption="../report/bsp_table3_000.rst", category="BSP paper 000", subcategory="phase timing"),
+    params:
+        variants=BSP_VARIANTS,
+    localrule: True
+    log:
+        logf("bsp", "calls"),
+    script:
+        "../scripts/bsp_calls.py"
+
+
 rule bsp_phase_figures:
     """Figs 11-13 and 15 of 000; Figs 7-9 of 001."""
     input:
@@ -425,6 +440,7 @@ if enabled("bsp"):
         *rules.bsp_doc_tables.output,
         *rules.bsp_phase_tables.output,
         *rules.bsp_phase_figures.output,
+        rules.bsp_calls.output[0],
         *rules.bsp_scaling.output,
         *rules.bsp_grids.output,
         *rules.bsp_convergence.output,
