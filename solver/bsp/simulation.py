@@ -206,6 +206,11 @@ class Simulation:
                     df = pd.DataFrame(self.scalars)
                     for c in df.columns:
                         f.create_dataset(f"scalars/{c}", data=df[c].to_numpy())
+                p0 = getattr(self, "profiles_t0", None)
+                if p0 is not None:  # so that a resumed run can rewrite profiles_t0.csv
+                    for c in p0.columns:
+                        f.create_dataset(f"profiles_t0/{c}", data=p0[c].to_numpy())
+                    f["profiles_t0"].attrs["columns"] = list(p0.columns)
                 if self._timer_rows:
                     tr = pd.DataFrame(self._timer_rows)
                     f.create_dataset("timers/step", data=tr["step"].to_numpy())
@@ -231,6 +236,9 @@ class Simulation:
             if "scalars" in f:
                 cols = {c: f[f"scalars/{c}"][...] for c in f["scalars"]}
                 self.scalars = pd.DataFrame(cols).to_dict("records")
+            if "profiles_t0" in f:
+                g = f["profiles_t0"]
+                self.profiles_t0 = pd.DataFrame({str(c): g[str(c)][...] for c in g.attrs["columns"]})
             if "timers" in f:
                 self._timer_rows = [
                     {"step": int(s), "phase": p.decode(), "seconds": float(x)}
@@ -258,10 +266,13 @@ class Simulation:
                 resumed = self.load_checkpoint(ck)
                 if resumed:
                     print(f"resumed from {ck} at step {self.state.step}", file=self.log)
+                    p0 = getattr(self, "profiles_t0", None)
+                    if p0 is not None and not (self.out / "profiles_t0.csv").exists():
+                        io.write_csv(p0, self.out / "profiles_t0.csv", float_format="%.10e")
         if not resumed:
             self.startup()
             host = self.host_fields(self.state)
-            self.write_profiles(host, "profiles_t0.csv")
+            self.profiles_t0 = self.write_profiles(host, "profiles_t0.csv")
             self.record_scalars(host)
             self.write_snapshot(host)
         oc = self.cfg["output"]
