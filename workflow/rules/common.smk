@@ -41,7 +41,7 @@ def bench(study, name):
 def machines_with(study, filename):
     """Every machine tag under results/ that has <study>/<filename> (for cross-machine tables)."""
     root = Path(RESULTS)
-    found = sorted(p.parent.parent.name for p in root.glob(f"*/{study}/{filename}"))
+    found = sorted({p.relative_to(root).parts[0] for p in root.glob(f"*/{study}/{filename}")})
     return found or [MACHINE]
 
 
