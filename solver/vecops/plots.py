@@ -41,9 +41,9 @@ def read_csvs(paths) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
-def _title(ax, text, df):
+def _title(ax, text, df, pad=None):
     devs = sorted(set(df.device.dropna()))
-    ax.set_title(text + ("\n" + " | ".join(devs) if devs else ""), fontsize=9)
+    ax.set_title(text + ("\n" + " | ".join(devs) if devs else ""), fontsize=9, pad=pad)
 
 
 def _save(fig, path):
@@ -142,14 +142,16 @@ def plot_fig14(df, cross, out, title):
             lab += f", block {int(d.block.iloc[0])}"
         ax.loglog(d.nnz, d.median_s, marker=m, color=c, label=lab)
     ms = df.dropna(subset=["matrix"]).drop_duplicates("matrix").sort_values("nnz")
-    for _, r in ms.iterrows():
-        ax.annotate(f"{r.matrix}\n{int(r.nnz_per_row)}/row", (r.nnz, ax.get_ylim()[0]), fontsize=6,
-                    ha="center", va="bottom", color="0.4")
+    if not ms.empty:  # matrix names on a top axis, clear of the data
+        top = ax.secondary_xaxis("top")
+        top.set_xticks(list(ms.nnz), [f"{r.matrix}\n{int(r.nnz_per_row)}/row" for _, r in ms.iterrows()])
+        top.minorticks_off()
+        top.tick_params(labelsize=6, labelcolor="0.4")
     ax.set_xlabel("nonzeros (Table 2 matrices)")
     ax.set_ylabel("time per call, median (s)")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7)
-    _title(ax, title, df)
+    _title(ax, title, df, pad=22 if not ms.empty else None)
     if ncol == 2:
         bx = axes[0, 1]
         for impl in ("spmv1", "spmv0", "cusparse"):
@@ -165,14 +167,14 @@ def plot_fig14(df, cross, out, title):
         if faster.any() and (~faster).any():
             k_cross = both.index[faster.values.argmax()]
             bx.axvline(k_cross, color="k", ls="--", lw=1)
-            bx.annotate(f"vector faster from {k_cross}/row", (k_cross, both.values.min()), fontsize=8,
-                        textcoords="offset points", xytext=(4, 4))
+            bx.annotate(f"vector faster from {k_cross}/row", (k_cross, both.values.max()), fontsize=8,
+                        textcoords="offset points", xytext=(4, -4), va="top")
         nnz = int(cross.nnz.iloc[0])
         bx.set_xlabel(f"nonzeros per row (total {nnz:,} nonzeros, rows = nnz / row length)")
         bx.set_ylabel("time per call, median (s)")
         bx.grid(True, which="both", alpha=0.3)
         bx.legend(fontsize=7)
-        _title(bx, "scalar vs vector CSR kernel crossover", cross)
+        _title(bx, "scalar vs vector CSR kernel crossover", cross, pad=22 if not ms.empty else None)
     _save(fig, out)
 
 
@@ -181,21 +183,32 @@ ROOF_IMPLS = {"fig09": ["axpy", "cublas_axpy", "numpy", "numba"], "fig12": ["dot
 
 
 def plot_roofline(frames: dict, ceilings: pd.DataFrame, out, precision="float32"):
-    """Achieved GFLOP/s against arithmetic intensity, under each device's measured ceilings."""
+    """Achieved GFLOP/s against arithmetic intensity, under each device's measured ceilings.
+
+    All the points sit at 1/6 (AXPY) or about 1/4 flop/byte (DOT, SpMV), so they are told apart by
+    a numbered legend (with GB/s and the share of the device's copy ceiling) rather than by text
+    next to each point; GPU points filled, CPU points hollow.
+    """
     plt = _plt()
-    fig, ax = plt.subplots(figsize=(7.5, 5.5))
-    ai = np.logspace(-2.5, 2, 200)
+    fig, ax = plt.subplots(figsize=(12, 6))
+    ai = np.logspace(-2, 2, 200)
     colors = {"gpu": "C0", "cpu": "C2"}
+    roof_bw = {}
+    roof_handles = []
     for kind, cdf in ceilings.groupby("device_kind"):
         bw = cdf[cdf.quantity == "copy_bandwidth"].value
         if bw.empty:
             continue
         bw = float(bw.iloc[0])
+        roof_bw[kind] = bw
         peak = cdf[cdf.quantity.str.startswith("fma_peak")].value
         roof = bw * ai if peak.empty else np.minimum(bw * ai, float(peak.iloc[0]))
         lab = f"{kind.upper()} roof: copy {bw:.0f} GB/s" + ("" if peak.empty else f", FMA {float(peak.iloc[0]):.0f} GFLOP/s")
-        ax.loglog(ai, roof, color=colors.get(kind, "k"), lw=1.5, label=lab)
+        h, = ax.loglog(ai, roof, color=colors.get(kind, "k"), lw=1.5, label=lab)
+        roof_handles.append(h)
     markers = {"fig09": "o", "fig12": "s", "fig13": "^", "fig14": "D"}
+    what = {"fig09": "AXPY", "fig12": "DOT", "fig13": "SpMV", "fig14": "SpMV"}
+    points = []
     for fig_key, df in frames.items():
         if df is None or df.empty:
             continue
@@ -204,17 +217,38 @@ def plot_roofline(frames: dict, ceilings: pd.DataFrame, out, precision="float32"
             if d.empty:
                 continue
             best = d.loc[d.bytes.idxmax()] if fig_key != "fig13" else d.loc[d.median_s.idxmin()]
-            x = best.flops / best.bytes
-            y = best.gflops
-            c = colors.get(best.device_kind, "k")
-            ax.loglog([x], [y], marker=markers.get(fig_key, "o"), color=c, ls="none", ms=6, mfc="none")
-            tag = f"{impl}" + (f" {best.matrix}" if isinstance(best.matrix, str) else f" n={int(best.n):.0e}")
-            ax.annotate(tag, (x, y), fontsize=6, textcoords="offset points", xytext=(4, 2))
+            if fig_key == "fig13":
+                size = f"{int(best.rows)} rows x {int(best.nnz_per_row)}" + (
+                    f", block {int(best.block)}" if pd.notna(best.block) else "")
+            else:
+                size = best.matrix if isinstance(best.matrix, str) else f"n={int(best.n):.0e}"
+            points.append((fig_key, impl, size, best))
+    # GPU first, then by achieved rate (descending), so the legend reads top-down like the plot
+    points.sort(key=lambda t: (t[3].device_kind != "gpu", -t[3].gflops))
+    cmap = plt.get_cmap("tab20")
+    pt_handles = []
+    for i, (fig_key, impl, size, best) in enumerate(points):
+        x = best.flops / best.bytes
+        kind = best.device_kind
+        c = cmap(i % 20)
+        share = ""
+        if kind in roof_bw:
+            share = f", {100 * best.gbytes_s / roof_bw[kind]:.0f} % of copy"
+        lab = (f"{i + 1:2d} {kind.upper()} {impl} ({what.get(fig_key, fig_key)} {size}): "
+               f"{best.gflops:.1f} GFLOP/s, {best.gbytes_s:.0f} GB/s{share}")
+        h, = ax.loglog([x], [best.gflops], marker=markers.get(fig_key, "o"), color=c, ls="none", ms=7,
+                       mfc=c if kind == "gpu" else "none", mew=1.5, label=lab)
+        pt_handles.append(h)
     ax.set_xlabel("arithmetic intensity (flop / compulsory byte)")
     ax.set_ylabel(f"achieved GFLOP/s ({precision}, median time)")
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=7, loc="upper left")
-    ax.set_title("Roofline: largest size of each kernel (o AXPY, s DOT, ^ Fig 13, D Table 2)", fontsize=9)
+    leg1 = ax.legend(handles=roof_handles, fontsize=8, loc="upper left")
+    ax.add_artist(leg1)
+    if pt_handles:
+        ax.legend(handles=pt_handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0,
+                  title="largest size of each kernel (o AXPY, s DOT, ^ Fig 13, D Table 2)", title_fontsize=7)
+    ax.set_title("Roofline: achieved rate against the measured ceilings (filled GPU, hollow CPU)", fontsize=9)
+    fig.tight_layout()
     _save(fig, out)
 
 
