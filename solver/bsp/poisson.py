@@ -21,7 +21,16 @@ NZ-blocks, i.e. banded, and the natural order keeps the band).  Then the eigenpa
 Convergence: the L-inf and L2 (sqrt(dx dz sum over all nodes)) norms of the changes of V and N,
 all four below the tolerance.  Stagnation guard: when for 3 consecutive iterations none of the four
 norms reached a new minimum and all four are below 1e-10, the iteration stops and the result says
-so (``stagnated=True``, plus a warning).  Limits: ``max_iter_startup`` (fatal) for INITCOND and
+so (``stagnated=True``, plus a warning).  No-progress guard: when the largest of the four norms has
+not halved within the last ``STALL_WINDOW`` iterations (a limit cycle or a crawl: with few
+subbands the truncated Frechet kernel makes Newton a quasi-Newton that can cycle, e.g. N_sbn = 2 on
+13 x 13), the iteration stops unconverged at once (``stalled=True``) instead of running to its
+limit; INITCOND and THERMEQUIL then restart from their initial guess with damped updates
+V <- V + omega (V_Newton - V), omega = 0.5 then 0.25 (converged when the norms of the change are
+below omega x tol, i.e. the undamped step is below tol); POTENTIAL does the same from V_prev and
+then falls back to Gummel.
+The guard never triggers on a Newton that converges (quadratically or linearly faster than
+halving per 25 iterations), so converging runs are unchanged.  Limits: ``max_iter_startup`` (fatal) for INITCOND and
 THERMEQUIL; ``max_iter_potential`` for POTENTIAL, after which (or on NaN/Inf or a failed linear
 solve) a Gummel iteration restarts from the current iterate (F replaced by the pointwise N_old),
 and if that fails too, ``ConvergenceError``.
@@ -44,6 +53,9 @@ from solver.bsp import schrodinger
 
 STAGNATION_FLOOR = 1e-10
 STAGNATION_ITERS = 3
+STALL_WINDOW = 25  # no-progress guard: the largest norm must halve within this many iterations
+STALL_FACTOR = 0.5
+RELAXATION = (0.5, 0.25)  # INITCOND/THERMEQUIL retries with damped updates after a stall
 NORM_KEYS = ("dV_inf", "dV_l2", "dN_inf", "dN_l2")
 
 
@@ -75,6 +87,8 @@ class IterResult:
     method: str = "newton"
     A: float | None = None
     gummel_iterations: int = 0
+    stalled: bool = False
+    omega: float = 1.0
 
 
 def _phase(timer, name):
@@ -271,8 +285,17 @@ class _LinearSolveFailed(RuntimeError):
         self.V = V
 
 
+def _stalled(history) -> bool:
+    """True when the largest norm has not dropped below STALL_FACTOR x its best value of the
+    iterations before the last STALL_WINDOW ones (no progress: a limit cycle or a crawl)."""
+    if len(history) <= STALL_WINDOW:
+        return False
+    m = [max(h.values()) for h in history]
+    return min(m[-STALL_WINDOW:]) >= STALL_FACTOR * min(m[:-STALL_WINDOW])
+
+
 def _newton_loop(model, backend, problem, V, sysm, bvals, rho_fn, drho_fn, tol, max_iter,
-                 timer, gummel=False, eigs=None):
+                 timer, gummel=False, eigs=None, omega=1.0):
     """Run Newton (or Gummel) updates from V; return an IterResult (converged or not) or raise
     _LinearSolveFailed / FloatingPointError through the caller's handling."""
     xp = backend.xp
@@ -318,6 +341,8 @@ def _newton_loop(model, backend, problem, V, sysm, bvals, rho_fn, drho_fn, tol, 
                 raise _LinearSolveFailed(f"{problem}: non-finite Newton update in iteration {it}", V)
             x[sysm.dirichlet_flat] = bflat[sysm.dirichlet_flat]  # exact Dirichlet data
             V_new = backend.asarray(x.reshape(NX, NZ))
+            if omega != 1.0:
+                V_new = V + omega * (V_new - V)
         with _phase(timer, "eigen"):
             eps, chi = schrodinger.solve_eigen(model, backend, V_new)
             rho = rho_fn(eps)
@@ -327,9 +352,9 @@ def _newton_loop(model, backend, problem, V, sysm, bvals, rho_fn, drho_fn, tol, 
         if not all(math.isfinite(v) for v in nrm.values()):
             raise _LinearSolveFailed(f"{problem}: non-finite norms in iteration {it}: {nrm}", V)
         V, N = V_new, N_new
-        if all(v < tol for v in nrm.values()):
+        if all(v < omega * tol for v in nrm.values()):
             return IterResult(problem, V, eps, chi, rho, N, it, nrm, history, True, False,
-                              "gummel" if gummel else "newton")
+                              "gummel" if gummel else "newton", omega=omega)
         improved = False
         for k in NORM_KEYS:
             if nrm[k] < best[k]:
@@ -343,9 +368,39 @@ def _newton_loop(model, backend, problem, V, sysm, bvals, rho_fn, drho_fn, tol, 
                           + f" (tolerance {tol:g}; all below {STAGNATION_FLOOR:g}): accepted",
                           RuntimeWarning, stacklevel=3)
             return IterResult(problem, V, eps, chi, rho, N, it, nrm, history, True, True,
-                              "gummel" if gummel else "newton")
+                              "gummel" if gummel else "newton", omega=omega)
+        if _stalled(history):
+            return IterResult(problem, V, eps, chi, rho, N, it, nrm, history, False, False,
+                              "gummel" if gummel else "newton", stalled=True, omega=omega)
     return IterResult(problem, V, eps, chi, rho, N, max_iter, history[-1], history, False, False,
-                      "gummel" if gummel else "newton")
+                      "gummel" if gummel else "newton", omega=omega)
+
+
+def _startup_loop(model, backend, problem, V0, sysm, bvals, rho_fn, drho_fn, tol, max_iter, timer):
+    """Newton from V0; after a stall, again from V0 with each damping of RELAXATION in turn.
+    Returns the converged IterResult (iterations: all attempts) or raises ConvergenceError."""
+    tries = []
+    total = 0
+    for omega in (1.0,) + RELAXATION:
+        try:
+            res = _newton_loop(model, backend, problem, V0, sysm, bvals, rho_fn, drho_fn, tol, max_iter,
+                               timer, omega=omega)
+        except _LinearSolveFailed as exc:
+            raise ConvergenceError(str(exc)) from exc
+        total += res.iterations
+        if res.converged:
+            if omega != 1.0:
+                warnings.warn(f"{problem}: plain Newton made no progress; converged with damped updates "
+                              f"(omega = {omega:g}) in {res.iterations} iterations", RuntimeWarning, stacklevel=3)
+            res.iterations = total
+            return res
+        what = (f"no progress in {STALL_WINDOW} iterations (largest norm not halved) after {res.iterations}"
+                if res.stalled else f"did not reach tol {tol:g} in {max_iter} iterations")
+        tries.append(f"omega={omega:g}: {what} (last norms {_fmt(res.norms)})")
+        if not res.stalled:
+            break
+    raise ConvergenceError(f"{problem}: Newton failed: " + "; ".join(tries)
+                           + " (too few subbands or too coarse a mesh? try a larger mesh.N_sbn / NZ)")
 
 
 def _fmt(nrm):
@@ -359,17 +414,10 @@ def initcond(model, backend, timer=None, V0=None) -> IterResult:
     sysm = _system(model, "neumann")
     V = xp.ones((model.NX, model.NZ)) if V0 is None else backend.asarray(V0)
     bvals = sysm.boundary_values(model)
-    try:
-        res = _newton_loop(model, backend, "INITCOND", V, sysm, bvals,
-                           lambda e: fermi_dirac_rho(model, xp, e),
-                           lambda e, r: fermi_dirac_drho(model, xp, e),
-                           nm["tol_startup"], nm["max_iter_startup"], timer)
-    except _LinearSolveFailed as exc:
-        raise ConvergenceError(str(exc)) from exc
-    if not res.converged:
-        raise ConvergenceError(f"INITCOND: Newton did not reach tol {nm['tol_startup']:g} in "
-                               f"{nm['max_iter_startup']} iterations (last norms {_fmt(res.norms)})")
-    return res
+    return _startup_loop(model, backend, "INITCOND", V, sysm, bvals,
+                         lambda e: fermi_dirac_rho(model, xp, e),
+                         lambda e, r: fermi_dirac_drho(model, xp, e),
+                         nm["tol_startup"], nm["max_iter_startup"], timer)
 
 
 def equilibrium_constant(model, eps0) -> float:
@@ -392,16 +440,10 @@ def thermequil(model, backend, V_b, timer=None, eps0=None) -> IterResult:
     sysm = _system(model, "dirichlet")
     bvals = sysm.boundary_values(model, V_b_h, V_b_h)
     V = backend.asarray(np.broadcast_to(V_b_h, (model.NX, model.NZ)).copy())
-    try:
-        res = _newton_loop(model, backend, "THERMEQUIL", V, sysm, bvals,
-                           lambda e: boltzmann_rho(model, xp, e, A),
-                           lambda e, r: r,
-                           nm["tol_startup"], nm["max_iter_startup"], timer)
-    except _LinearSolveFailed as exc:
-        raise ConvergenceError(str(exc)) from exc
-    if not res.converged:
-        raise ConvergenceError(f"THERMEQUIL: Newton did not reach tol {nm['tol_startup']:g} in "
-                               f"{nm['max_iter_startup']} iterations (last norms {_fmt(res.norms)})")
+    res = _startup_loop(model, backend, "THERMEQUIL", V, sysm, bvals,
+                        lambda e: boltzmann_rho(model, xp, e, A),
+                        lambda e, r: r,
+                        nm["tol_startup"], nm["max_iter_startup"], timer)
     res.A = A
     return res
 
@@ -427,18 +469,28 @@ def potential(model, backend, V_prev, rho, V_b, timer=None, state=None, tol=None
     eigs = (state.eps, state.chi) if state is not None else None
     rho_fn = lambda e: rho  # noqa: E731
     reason = None
-    try:
-        res = _newton_loop(model, backend, "POTENTIAL", V, sysm, bvals, rho_fn, None,
-                           tol, max_iter, timer, eigs=eigs)
+    n_newton = 0
+    for omega in (1.0,) + RELAXATION:  # damped restarts from V_prev only after a stall
+        try:
+            res = _newton_loop(model, backend, "POTENTIAL", backend.asarray(V_prev), sysm, bvals, rho_fn, None,
+                               tol, max_iter, timer, eigs=eigs, omega=omega)
+        except _LinearSolveFailed as exc:
+            reason = str(exc)
+            V = exc.V if exc.V is not None else backend.asarray(V_prev)  # the last finite iterate
+            break
+        n_newton += res.iterations
         if res.converged:
+            if omega != 1.0:
+                warnings.warn(f"POTENTIAL: plain Newton made no progress; converged with damped updates "
+                              f"(omega = {omega:g})", RuntimeWarning, stacklevel=2)
+            res.iterations = n_newton
             return res
         V = res.V
-        n_newton = res.iterations
-        reason = f"Newton did not reach tol {tol:g} in {max_iter} iterations (last norms {_fmt(res.norms)})"
-    except _LinearSolveFailed as exc:
-        n_newton = 0
-        reason = str(exc)
-        V = exc.V if exc.V is not None else backend.asarray(V_prev)  # the last finite iterate
+        reason = (f"Newton (omega = {omega:g}) made no progress in {STALL_WINDOW} iterations (largest norm not "
+                  f"halved; stopped after {res.iterations}, last norms {_fmt(res.norms)})" if res.stalled else
+                  f"Newton did not reach tol {tol:g} in {max_iter} iterations (last norms {_fmt(res.norms)})")
+        if not res.stalled:
+            break
     warnings.warn(f"POTENTIAL: {reason}; falling back to Gummel", RuntimeWarning, stacklevel=2)
     try:
         g = _newton_loop(model, backend, "POTENTIAL(Gummel)", V, sysm, bvals, rho_fn, None,
@@ -446,8 +498,9 @@ def potential(model, backend, V_prev, rho, V_b, timer=None, state=None, tol=None
     except _LinearSolveFailed as exc:
         raise ConvergenceError(f"POTENTIAL: {reason}; Gummel fallback failed: {exc}") from exc
     if not g.converged:
-        raise ConvergenceError(f"POTENTIAL: {reason}; Gummel fallback did not reach tol {tol:g} in "
-                               f"{gummel_max_iter} iterations (last norms {_fmt(g.norms)})")
+        what = (f"made no progress in {STALL_WINDOW} iterations (stopped after {g.iterations})" if g.stalled
+                else f"did not reach tol {tol:g} in {gummel_max_iter} iterations")
+        raise ConvergenceError(f"POTENTIAL: {reason}; Gummel fallback {what} (last norms {_fmt(g.norms)})")
     g.gummel_iterations = g.iterations
     g.iterations += n_newton
     return g

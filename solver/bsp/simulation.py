@@ -206,6 +206,7 @@ class Simulation:
                     df = pd.DataFrame(self.scalars)
                     for c in df.columns:
                         f.create_dataset(f"scalars/{c}", data=df[c].to_numpy())
+                    f["scalars"].attrs["columns"] = list(df.columns)  # HDF5 lists members sorted
                 p0 = getattr(self, "profiles_t0", None)
                 if p0 is not None:  # so that a resumed run can rewrite profiles_t0.csv
                     for c in p0.columns:
@@ -234,7 +235,9 @@ class Simulation:
                                   thermequil_iterations=int(f.attrs["thermequil_iterations"]))
             self.startup_s = float(f.attrs["startup_s"])
             if "scalars" in f:
-                cols = {c: f[f"scalars/{c}"][...] for c in f["scalars"]}
+                g = f["scalars"]
+                order = [str(c) for c in g.attrs["columns"]] if "columns" in g.attrs else list(g)
+                cols = {c: g[c][...] for c in order}
                 self.scalars = pd.DataFrame(cols).to_dict("records")
             if "profiles_t0" in f:
                 g = f["profiles_t0"]
