@@ -6,7 +6,11 @@ from snakemake.utils import min_version, validate
 min_version("9.0")
 
 
-configfile: "config/config.yaml"
+# config/config.yaml is the default; a --configfile given on the command line (config/smoke.yaml,
+# config/gpu_quick.yaml) is complete in itself and replaces it rather than being merged into it.
+if not workflow.overwrite_configfiles:
+
+    configfile: "config/config.yaml"
 
 
 validate(config, "workflow/schemas/config.schema.yaml")
