@@ -203,20 +203,12 @@ class Simulation:
                 f.attrs["startup_s"] = self.startup_s
                 f.attrs["config_hash"] = provenance.config_hash(self.cfg)
                 if self.scalars:
-                    df = pd.DataFrame(self.scalars)
-                    for c in df.columns:
-                        f.create_dataset(f"scalars/{c}", data=df[c].to_numpy())
-                    f["scalars"].attrs["columns"] = list(df.columns)  # HDF5 lists members sorted
+                    _write_table(f, "scalars", pd.DataFrame(self.scalars))
                 p0 = getattr(self, "profiles_t0", None)
                 if p0 is not None:  # so that a resumed run can rewrite profiles_t0.csv
-                    for c in p0.columns:
-                        f.create_dataset(f"profiles_t0/{c}", data=p0[c].to_numpy())
-                    f["profiles_t0"].attrs["columns"] = list(p0.columns)
+                    _write_table(f, "profiles_t0", p0)
                 if self._timer_rows:
-                    tr = pd.DataFrame(self._timer_rows)
-                    f.create_dataset("timers/step", data=tr["step"].to_numpy())
-                    f.create_dataset("timers/phase", data=tr["phase"].to_numpy().astype("S"))
-                    f.create_dataset("timers/seconds", data=tr["seconds"].to_numpy())
+                    _write_table(f, "timers", pd.DataFrame(self._timer_rows))
 
     def load_checkpoint(self, path) -> bool:
         import h5py
@@ -235,17 +227,11 @@ class Simulation:
                                   thermequil_iterations=int(f.attrs["thermequil_iterations"]))
             self.startup_s = float(f.attrs["startup_s"])
             if "scalars" in f:
-                g = f["scalars"]
-                order = [str(c) for c in g.attrs["columns"]] if "columns" in g.attrs else list(g)
-                cols = {c: g[c][...] for c in order}
-                self.scalars = pd.DataFrame(cols).to_dict("records")
+                self.scalars = _read_table(f["scalars"]).to_dict("records")
             if "profiles_t0" in f:
-                g = f["profiles_t0"]
-                self.profiles_t0 = pd.DataFrame({str(c): g[str(c)][...] for c in g.attrs["columns"]})
+                self.profiles_t0 = _read_table(f["profiles_t0"])
             if "timers" in f:
-                self._timer_rows = [
-                    {"step": int(s), "phase": p.decode(), "seconds": float(x)}
-                    for s, p, x in zip(f["timers/step"][...], f["timers/phase"][...], f["timers/seconds"][...])]
+                self._timer_rows = _read_table(f["timers"]).to_dict("records")
         self._dens(self.state)
         st = self.state
         st.N = poisson.volume_density(self.model, be, st.rho, st.chi)
@@ -339,6 +325,23 @@ class Simulation:
             if ck.exists():
                 ck.unlink()
         return record
+
+
+def _write_table(f, name, df: pd.DataFrame) -> None:
+    """A DataFrame as an HDF5 group of columns, keeping the column order (HDF5 lists members sorted)."""
+    g = f.create_group(name)
+    for c in df.columns:
+        v = df[c].to_numpy()
+        g.create_dataset(c, data=v.astype("S") if v.dtype == object else v)
+    g.attrs["columns"] = list(df.columns)
+
+
+def _read_table(g) -> pd.DataFrame:
+    cols = {}
+    for c in (str(c) for c in g.attrs["columns"]):
+        v = g[c][...]
+        cols[c] = v.astype(str) if v.dtype.kind == "S" else v
+    return pd.DataFrame(cols)
 
 
 class Progress:
