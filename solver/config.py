@@ -6,6 +6,7 @@ traceback from the numerics.  ``--set key.sub=value`` overrides are parsed as YA
 from __future__ import annotations
 
 import copy
+import sys
 from pathlib import Path
 
 import yaml
@@ -74,11 +75,29 @@ def _describe(schema: dict) -> str:
     return ", ".join(bits) or "see the schema"
 
 
-def validate(cfg: dict, schema: dict, where: str = "config") -> dict:
-    """Fill defaults, then validate; raise ConfigError naming the first bad key."""
-    import jsonschema
+def _check_keys(cfg, schema: dict, where: str, prefix: str = "") -> None:
+    """Unknown keys only (the part of validation that needs no jsonschema)."""
+    props = schema.get("properties")
+    if not isinstance(cfg, dict) or props is None or schema.get("additionalProperties", True) is not False:
+        return
+    for k, v in cfg.items():
+        if k not in props:
+            raise ConfigError(f"{where} key '{prefix}{k}': unknown; allowed keys: {', '.join(sorted(props))}")
+        _check_keys(v, props[k], where, f"{prefix}{k}.")
 
+
+def validate(cfg: dict, schema: dict, where: str = "config") -> dict:
+    """Fill defaults, then validate; raise ConfigError naming the first bad key.
+
+    Without jsonschema (e.g. a bare GPU machine) only unknown keys are checked, with a warning;
+    the workflow validates the same sections fully where Snakemake runs."""
     cfg = fill_defaults(copy.deepcopy(cfg), schema)
+    try:
+        import jsonschema
+    except ImportError:
+        print(f"warning: jsonschema is not installed; {where} checked for unknown keys only", file=sys.stderr)
+        _check_keys(cfg, schema, where)
+        return cfg
     validator = jsonschema.Draft202012Validator(schema)
     errors = sorted(validator.iter_errors(cfg), key=lambda e: (len(e.path), list(map(str, e.path))))
     if errors:

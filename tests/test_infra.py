@@ -98,3 +98,13 @@ def test_provenance_record():
         assert key in rec
     assert rec["libraries"]["numpy"] == np.__version__
     assert rec["machine_tag"]
+
+
+def test_without_jsonschema_unknown_keys_still_caught(monkeypatch, capsys):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "jsonschema", None)  # import now raises ImportError
+    assert C.validate({"mesh": {"NX": 33}}, SCHEMA) == {"mesh": {"NPHI": 48, "NX": 33}, "cfl": 0.6}
+    with pytest.raises(C.ConfigError, match="'mesh.NQ': unknown; allowed keys: NPHI, NX"):
+        C.validate({"mesh": {"NQ": 1}}, SCHEMA)
+    assert "jsonschema is not installed" in capsys.readouterr().err
