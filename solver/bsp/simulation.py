@@ -100,6 +100,7 @@ class Simulation:
                               initcond_iterations=int(ic.iterations), thermequil_iterations=int(te.iterations))
         self.state = State(Phi=Phi, V=te.V, eps=te.eps, chi=te.chi, deps_dx=deps,
                            A_eps=float(xp.abs(deps).max()))
+        self._iter = te  # eigenpairs of te.V: the next POTENTIAL call starts from them
         self._dens(self.state)
         self.startup_s = time.perf_counter() - t0
 
@@ -140,7 +141,9 @@ class Simulation:
                 with tm.phase("DENS"):
                     self._dens(st)
                 with tm.phase("ITER"):
-                    res = poisson.potential(m, be, st.V, st.rho, self.eq.V_b, timer=tm)
+                    res = poisson.potential(m, be, st.V, st.rho, self.eq.V_b, timer=tm,
+                                            state=getattr(self, "_iter", None))
+                    self._iter = res
                     st.V, st.eps, st.chi, st.N = res.V, res.eps, res.chi, res.N
                     newton += int(res.iterations)
                     with tm.phase("deps_dx"):
