@@ -50,6 +50,7 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
 from solver.bsp import schrodinger
+from solver.bsp import kernels as _kernels
 
 STAGNATION_FLOOR = 1e-10
 STAGNATION_ITERS = 3
@@ -258,6 +259,32 @@ class NewtonSystem:
         return b
 
 
+def construct(model, backend, sysm, F, rhs_int, bflat):
+    """Phase ``constrlinsys``: the Newton system (A, b) from the Frechet blocks F (NX-2, nz, nz)
+    and the interior right-hand side (NX-2, NZ-2), both backend arrays.  Reference: the
+    row-equilibrated sparse CSC matrix on the host; a backend's fast path
+    (``kernels.lookup(..., "construct_linsys")``) may build its own representation."""
+    fast = _kernels.lookup(model, backend, "construct_linsys")
+    if fast is not None:
+        return fast(model, backend, sysm, F, rhs_int, bflat)
+    A, s = sysm.matrix(backend.to_numpy(F))
+    b = bflat.copy()
+    b[sysm.interior] = backend.to_numpy(rhs_int).ravel()
+    b *= s
+    return A, b
+
+
+def solve(model, backend, sysm, A, b):
+    """Phase ``solvelinsys``: x of A x = b as a flat backend array, Dirichlet entries exact.
+    Reference: sparse LU (SuperLU, natural order) on the host."""
+    fast = _kernels.lookup(model, backend, "solve_linsys")
+    if fast is not None:
+        return fast(model, backend, sysm, A, b)
+    x = spla.splu(A, permc_spec="NATURAL").solve(b)
+    x[sysm.dirichlet_flat] = b[sysm.dirichlet_flat]  # Dirichlet rows have unit diagonal: b = the data
+    return backend.asarray(x)
+
+
 def _system(model, x_bc):
     key = ("_iter_newton_system", x_bc)  # host structure cached on the model (not a backend array)
     cache = model._device_cache
@@ -326,21 +353,15 @@ def _newton_loop(model, backend, problem, V, sysm, bvals, rho_fn, drho_fn, tol, 
             FV = xp.einsum("ijk,ik->ij", F, V[1:-1, 1:-1])
             rhs_int = -cp * (N[1:-1, 1:-1] - ND[1:-1, 1:-1]) + sysm.cp_dz * FV
         with _phase(timer, "constrlinsys"):
-            Fh = backend.to_numpy(F)
-            A, s = sysm.matrix(Fh)
-            b = bflat.copy()
-            b[sysm.interior] = backend.to_numpy(rhs_int).ravel()
-            b *= s
+            A, b = construct(model, backend, sysm, F, rhs_int, bflat)
         with _phase(timer, "solvelinsys"):
             try:
-                lu = spla.splu(A, permc_spec="NATURAL")
-                x = lu.solve(b)
-            except (RuntimeError, ValueError) as exc:
-                raise _LinearSolveFailed(f"{problem}: sparse LU failed in iteration {it}: {exc}", V) from exc
-            if not np.all(np.isfinite(x)):
+                x = solve(model, backend, sysm, A, b)
+            except (RuntimeError, ValueError, np.linalg.LinAlgError) as exc:
+                raise _LinearSolveFailed(f"{problem}: linear solve failed in iteration {it}: {exc}", V) from exc
+            if not bool(xp.all(xp.isfinite(x))):
                 raise _LinearSolveFailed(f"{problem}: non-finite Newton update in iteration {it}", V)
-            x[sysm.dirichlet_flat] = bflat[sysm.dirichlet_flat]  # exact Dirichlet data
-            V_new = backend.asarray(x.reshape(NX, NZ))
+            V_new = x.reshape(NX, NZ)
             if omega != 1.0:
                 V_new = V + omega * (V_new - V)
         with _phase(timer, "eigen"):

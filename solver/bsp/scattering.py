@@ -30,6 +30,8 @@ from __future__ import annotations
 
 import math
 
+from solver.bsp import kernels as _kernels
+
 N_VALLEYS = 3
 
 
@@ -85,6 +87,9 @@ def _delta(eps, nu, nu2, sigma):
 # ---------------------------------------------------------------------------- loss
 def loss_coefficient(model, backend, eps, W, mechanisms=None):
     """Lc (NX, 3, N_sbn, NW): the loss is Lc[..., None] * Phi."""
+    fast = _kernels.lookup(model, backend, "loss_coefficient")
+    if fast is not None:
+        return fast(model, backend, eps, W, mechanisms)
     xp = backend.xp
     NX, NV, NS = eps.shape
     w = model.on(backend, "w")  # (NW,)
@@ -133,6 +138,9 @@ def interpolate(model, backend, PH, delta):
 
 def gain(model, backend, PhiHat, eps, W, mechanisms=None):
     """Isotropic gain G (NX, 3, N_sbn, NW); broadcast over phi as G[..., None]."""
+    fast = _kernels.lookup(model, backend, "gain")
+    if fast is not None:
+        return fast(model, backend, PhiHat, eps, W, mechanisms)
     xp = backend.xp
     NX, NV, NS = eps.shape
     s_w = model.on(backend, "s_w")  # (3, NW)

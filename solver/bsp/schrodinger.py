@@ -22,6 +22,7 @@ from scipy.linalg.lapack import dstebz as _stebz, dstein as _stein
 
 from solver.backend import array_module
 from solver.bsp import constants as K
+from solver.bsp import kernels as _kernels
 
 SIGN_THRESHOLD = 1e-3  # relative size of the component that fixes the eigenvector's sign
 
@@ -89,7 +90,11 @@ def solve_eigen(model, backend, V):
     """The N_sbn lowest eigenpairs for every (i, nu): (eps (NX, 3, N_sbn), chi (NX, 3, N_sbn, NZ)).
 
     The reference CPU method (LAPACK stebz/stein) on the host; results as backend arrays.
+    A backend's fast path (``kernels.lookup(..., "solve_eigen")``) replaces it where one exists.
     """
+    fast = _kernels.lookup(model, backend, "solve_eigen")
+    if fast is not None:
+        return fast(model, backend, V)
     eps, chi = eigen_host(model, backend.to_numpy(V))
     return backend.asarray(eps), backend.asarray(chi)
 

@@ -316,7 +316,11 @@ class Simulation:
             timers["total_s"] = tr.groupby("phase")["seconds"].sum().to_dict()
             n = tr["step"].nunique()
             timers["mean_per_step_s"] = {k: v / n for k, v in timers["total_s"].items()}
-        record = provenance.collect(self.cfg, self.backend, {"summary": summary, "timers": timers})
+        from solver.bsp import kernels
+        kern = {"mode": kernels.mode(m), "fast_paths": (kernels.available(self.backend.name)
+                                                          if kernels.mode(m) == "auto" else [])}
+        record = provenance.collect(self.cfg, self.backend, {"summary": summary, "timers": timers,
+                                                             "kernels": kern})
         if self.out is not None:
             io.write_csv(pd.DataFrame(self.scalars), self.out / "scalars.csv", float_format="%.12e")
             io.write_csv(pd.DataFrame(self._timer_rows, columns=["step", "phase", "seconds"]),

@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from solver.bsp import kernels as _kernels
+
 WENO_EPS = 1e-6
 D_WEIGHTS = (0.1, 0.6, 0.3)  # d_k; 1/10 on the most upwind stencil
 ZERO_COS = 1e-12  # |cos phi| below this is a cos phi = 0 line (inflow at both contacts)
@@ -143,6 +145,9 @@ def dx_term(model, backend, Phi, rho_eq0, rho_eqL, rho0, rhoL, closed=False, eps
     (rho_eq/rho) Phi(x_0); the others constant extension.  ``closed``: zero flux through both
     contact faces (ghosts then by constant extension).
     """
+    fast = _kernels.lookup(model, backend, "dx_term")
+    if fast is not None:
+        return fast(model, backend, Phi, rho_eq0, rho_eqL, rho0, rhoL, closed=closed, eps=eps)
     xp = backend.xp
     eps = _eps(model) if eps is None else eps
     NX = Phi.shape[0]
@@ -187,6 +192,9 @@ def dw_term(model, backend, Phi, deps_dx, eps=None):
     above the top, top face 0, bottom face (h(phi) - h(phi + pi))/2; left-biased per (i, nu, p,
     phi) line where a2(w_0, phi) > 0.
     """
+    fast = _kernels.lookup(model, backend, "dw_term")
+    if fast is not None:
+        return fast(model, backend, Phi, deps_dx, eps=eps)
     xp = backend.xp
     eps = _eps(model) if eps is None else eps
     NX, _, NS, NW, NPHI = Phi.shape
@@ -222,6 +230,9 @@ def dw_term(model, backend, Phi, deps_dx, eps=None):
 def dphi_term(model, backend, Phi, deps_dx, A_eps, eps=None):
     """d(a3 Phi)/dphi, a3 = deps_dx a3_factor: periodic, global Lax-Friedrichs splitting
     g+- = (a3 +- alpha) Phi / 2 with alpha = A_eps A_3; g+ left-biased, g- right-biased."""
+    fast = _kernels.lookup(model, backend, "dphi_term")
+    if fast is not None:
+        return fast(model, backend, Phi, deps_dx, A_eps, eps=eps)
     xp = backend.xp
     eps = _eps(model) if eps is None else eps
     NX, _, NS, NW, NPHI = Phi.shape
