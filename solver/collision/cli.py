@@ -1,4 +1,4 @@
-"""``python -m solver collision <relax|maxwellian|bkw|bench|figure>``: paper 004 experiments.
+"""``python -m solver collision <relax|maxwellian|bkw|rates|bench|convergence|figure>``: paper 004 experiments.
 
 Every command writes its outputs atomically into ``--out`` plus ``<name>.run.json`` (provenance)."""
 from __future__ import annotations
@@ -56,6 +56,22 @@ def register(sub):
     c.add_argument("--sample", type=int, default=0,
                    help="numba single-core: time only every k-th cell and scale by the cell count (0 = all)")
     c.set_defaults(func=cmd_bench)
+    q = s.add_parser("rates", help="mesh convergence of the instantaneous rates: near-equilibrium "
+                     "T_x - T rate vs p/mu_1 (hard spheres) and BKW d<v^4>/dt (Maxwell molecules)")
+    _common(q, "rates")
+    q.add_argument("--meshes", default="20,24,28")
+    q.add_argument("--half-width", type=float, default=5.0,
+                   help="hard spheres: paper_grid domain u +- half-width, h = 2 half-width / N")
+    q.add_argument("--T", type=float, default=2.5, help="temperature of the anisotropic Maxwellian (n = 1)")
+    q.add_argument("--bkw-half-width", type=float, default=6.0, help="Maxwell molecules: centred domain")
+    q.add_argument("--kinds", default="aniso,bkw")
+    q.set_defaults(func=cmd_rates)
+    v = s.add_parser("convergence", help="h^2 extrapolation tables (+ figure) from relax_rk2_N*, bkw_N*, "
+                     "rates and maxwellian outputs of one folder")
+    v.add_argument("--input", required=True)
+    v.add_argument("--out", default=None, help="default: the input folder")
+    v.add_argument("--figure", default=None)
+    v.set_defaults(func=cmd_convergence)
     f = s.add_parser("figure", help="Fig 1 from a relax run's snapshots")
     f.add_argument("--input", required=True)
     f.add_argument("--output", required=True)
@@ -164,6 +180,49 @@ def cmd_bkw(args):
     return 0
 
 
+def cmd_rates(args):
+    """One operator evaluation per (kind, mesh): the discrete instantaneous rates whose continuum
+    values are known exactly, to separate the O(h^2) bias from the physics (h^2 extrapolation)."""
+    import pandas as pd
+
+    from solver.collision.coeffs import load_or_build
+    from solver.collision.operator import CollisionOperator, VelocityGrid
+    from solver.collision.relax import anisotropy_rate, bkw_m4_rate, paper_grid
+    from solver.io import write_csv
+
+    be = _backend(args)
+    kinds = [k for k in args.kinds.split(",") if k]
+    bad = set(kinds) - {"aniso", "bkw"}
+    if bad:
+        raise SystemExit(f"--kinds: unknown {sorted(bad)}; allowed aniso, bkw")
+    rows = []
+    u = (0.25, 0.25, 0.0)
+    for N in [int(x) for x in args.meshes.split(",")]:
+        table = load_or_build(N, args.cache)
+        for kind in kinds:
+            t0 = time.perf_counter()
+            if kind == "aniso":
+                h = 2.0 * args.half_width / N
+                op = CollisionOperator(paper_grid(N, h), "hard_spheres", be, args.dtype, table=table)
+                r = anisotropy_rate(op, 1.0, args.T, u=u)
+                row = {"kind": kind, "N": N, "h": h, "half_width": args.half_width, "T": r["T"],
+                       "h2_over_T": h * h / r["T"], "rate": r["rate"], "exact": r["p_over_mu1"]}
+            else:
+                h = 2.0 * args.bkw_half_width / N
+                op = CollisionOperator(VelocityGrid.centred(N, h), "maxwell", be, args.dtype, table=table)
+                r = bkw_m4_rate(op, -6.0 * math.log(0.4))
+                row = {"kind": kind, "N": N, "h": h, "half_width": args.bkw_half_width, "T": 2.0,
+                       "h2_over_T": h * h / 2.0, "rate": r["dm4dt"], "exact": r["exact"]}
+            be.synchronize()
+            row.update(rel_err=row["rate"] / row["exact"] - 1.0, backend=be.name, dtype=args.dtype,
+                       wall_s=time.perf_counter() - t0)
+            print(row, flush=True)
+            rows.append(row)
+            write_csv(pd.DataFrame(rows), Path(args.out) / f"{args.name}.csv")  # survive a timeout
+    _finish(args, be, {"rows": rows}, vars(args) | {"func": None})
+    return 0
+
+
 def cmd_bench(args):
     import pandas as pd
 
@@ -219,6 +278,18 @@ def cmd_bench(args):
                 rows.append(row)
                 write_csv(pd.DataFrame(rows), Path(args.out) / f"{args.name}.csv")  # survive a timeout
     _finish(args, get_backend("numpy"), {"rows": rows}, vars(args) | {"func": None})
+    return 0
+
+
+def cmd_convergence(args):
+    from solver.collision.convergence import convergence, figure
+
+    df, fits = convergence(args.input, args.out)
+    cols = [c for c in ("quantity", "N", "h", "h2_over_T", "value", "reference", "rel_err", "fit_resid_max")
+            if c in df]
+    print(df[cols].to_string(index=False, float_format=lambda x: f"{x:.5g}"))
+    if args.figure:
+        figure(args.out or args.input, args.figure)
     return 0
 
 

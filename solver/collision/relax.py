@@ -147,13 +147,14 @@ def maxwellian_check(op: CollisionOperator, n=1.0, u=(0.0, 0.0, 0.0), T=1.0, bul
             "correction_a0": float(parts["a"][0]), "correction_a2": float(parts["a"][4])}
 
 
-def anisotropic_maxwellian(grid: VelocityGrid, n=1.0, T=(1.0, 1.0, 1.0)):
-    """n / (pi^{3/2} sqrt(Tx Ty Tz)) exp(-sum c_a^2 / T_a) at the cell centres."""
+def anisotropic_maxwellian(grid: VelocityGrid, n=1.0, T=(1.0, 1.0, 1.0), u=(0.0, 0.0, 0.0)):
+    """n / (pi^{3/2} sqrt(Tx Ty Tz)) exp(-sum (xi_a - u_a)^2 / T_a) at the cell centres."""
     X = grid.mesh()
-    return n * math.pi ** -1.5 / math.sqrt(T[0] * T[1] * T[2]) * np.exp(-sum(X[a] ** 2 / T[a] for a in range(3)))
+    return n * math.pi ** -1.5 / math.sqrt(T[0] * T[1] * T[2]) * np.exp(
+        -sum((X[a] - u[a]) ** 2 / T[a] for a in range(3)))
 
 
-def anisotropy_rate(op: CollisionOperator, n=1.0, T=1.0, eps=1e-3):
+def anisotropy_rate(op: CollisionOperator, n=1.0, T=1.0, eps=1e-3, u=(0.0, 0.0, 0.0)):
     """Instantaneous relaxation rate of T_x - T near equilibrium: -d(T_x - T)/dt / (T_x - T) for
     the anisotropic Maxwellian T_x = T(1 + 2 eps), T_y = T_z = T(1 - eps) (a pure traceless-stress
     perturbation), from one evaluation of the corrected operator, centred in eps (+-eps) to remove the
@@ -163,7 +164,7 @@ def anisotropy_rate(op: CollisionOperator, n=1.0, T=1.0, eps=1e-3):
     num, den, mom = [], [], []
     for s in (1.0, -1.0):
         e = s * eps
-        f = anisotropic_maxwellian(op.grid, n, (T * (1 + 2 * e), T * (1 - e), T * (1 - e)))
+        f = anisotropic_maxwellian(op.grid, n, (T * (1 + 2 * e), T * (1 - e), T * (1 - e)), u)
         m = op.moments(f)
         I = op(f)
         c2x = (op.xi[0] - m["ux"]) ** 2
@@ -189,3 +190,16 @@ def bkw_m4_rate(op: CollisionOperator, t):
     K = 1.0 - math.exp(-t / 6.0)
     return {"dm4dt": d / (m["T"] / 2.0) ** 2, "exact": 5.0 * (1.0 - K) ** 2, "m4": m["m4"] / (m["T"] / 2.0) ** 2,
             "m4_exact": bkw_m4(t)}
+
+
+def nu0_edge(n, T):
+    """nu(0) = 2 sqrt(pi) n sqrt(T): the hard-sphere collision frequency of a particle at rest
+    relative to the gas, the lower edge of the continuous spectrum of the linearised operator.
+    Late-time relaxation of any moment is pulled towards this rate (slow particles relax last)."""
+    return 2.0 * math.sqrt(math.pi) * n * math.sqrt(T)
+
+
+def local_rates(t, y):
+    """-d ln|y| / dt between consecutive samples (at the interval midpoints)."""
+    t, y = np.asarray(t, float), np.abs(np.asarray(y, float))
+    return 0.5 * (t[1:] + t[:-1]), -np.diff(np.log(y)) / np.diff(t)
