@@ -246,6 +246,16 @@ class NewtonSystem:
         A = sp.csc_matrix((csc, self.indices, self.indptr), shape=(self.n, self.n))
         return A, s
 
+    def dense_static(self) -> np.ndarray:
+        """The static part (Laplacian, boundary rows) as an unscaled dense host matrix (n, n):
+        ``matrix(F)`` equals diag(s) (dense_static() + the blocks cp dz F on the block diagonal)."""
+        n, m = self.n, self.n_static
+        ucols = np.repeat(np.arange(n), np.diff(self.indptr))  # column of each pattern entry
+        cols = ucols[self.inverse[:m]]
+        A = np.zeros(n * n)
+        np.add.at(A, self.all_rows[:m].astype(np.int64) * n + cols, self.vals_static)
+        return A.reshape(n, n)
+
     def boundary_values(self, model, V_left=None, V_right=None) -> np.ndarray:
         """Right-hand side of the boundary rows (NX, NZ): gate voltages, contact columns, 0 for Neumann."""
         b = np.zeros((self.NX, self.NZ))
