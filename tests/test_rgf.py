@@ -4,7 +4,7 @@ import pytest
 
 from solver.rgf import sched
 from solver.rgf.leads import self_energies, self_energies_cell
-from solver.rgf.rgf import ComplexOps, Device, dense_reference
+from solver.rgf.rgf import BatchedOps, ComplexOps, Device, dense_reference
 from solver.rgf.tb import bulk_gap, hopping_block, load_params
 from solver.rgf.wire import build_wire, cell_hamiltonian, wire_bands, wire_gap
 
@@ -91,6 +91,24 @@ def test_rgf_matches_dense_inverse():
             assert r["T_LR"] == pytest.approx(ref["T_LR"], rel=1e-9, abs=1e-12)
             assert np.allclose(r["ldos_layers"], ref["ldos_layers"], rtol=1e-9, atol=1e-12)
             assert r["T_RL"] == pytest.approx(r["T_LR"], rel=1e-9, abs=1e-12)
+
+
+def test_batched_energies_match_single():
+    # stacks over energies (one batched call per block operation) = one energy at a time; the
+    # leads of one cross-section serve wires of every length
+    w = build_wire(1, 1, "jancu1998", False)
+    Es = np.array([-2.5, 4.6, 5.3, 7.7])
+    for L in (2, 3):
+        dev = Device(w, L)
+        sig = dev.self_energies((Es + 1j * dev.eta).reshape(-1, 1, 1))
+        rb = dev.solve(Es, BatchedOps(np), sigmas=sig)
+        assert rb["ldos_layers"].shape == (4, 4 * L)
+        for k, E in enumerate(Es):
+            r = dev.solve(float(E))
+            assert rb["T_LR"][k] == pytest.approx(r["T_LR"], rel=1e-10, abs=1e-12)
+            assert rb["T_RL"][k] == pytest.approx(r["T_RL"], rel=1e-10, abs=1e-12)
+            assert np.allclose(rb["ldos_layers"][k], r["ldos_layers"], rtol=1e-10, atol=1e-12)
+    assert rb["T_LR"][2] == pytest.approx(2.0, abs=1e-3)  # a plateau of the 1 x 1 wire
 
 
 def test_spin_orbit_wire_transmission_symmetric():

@@ -1,5 +1,5 @@
 """``python -m solver rgf <subcommand>``: bulk, wire-gaps, sweep, plot-sweep, cases, plot-cases,
-cost, plot-cost, table1, scaling."""
+cost, plot-cost, table1, scaling, scaling-measured."""
 from __future__ import annotations
 
 import numpy as np
@@ -25,16 +25,18 @@ def register(sub):
     c = s.add_parser("sweep", help="T(E) and LDOS(E) of one chunk of energies")
     c.add_argument("--out", required=True)
     c.add_argument("--ny", type=int, default=2); c.add_argument("--nz", type=int, default=2)
-    c.add_argument("--xuc", type=int, default=2)
+    c.add_argument("--xuc", default="2", help="cubic cells along x; a comma list shares the leads")
     c.add_argument("--emin", type=float, required=True); c.add_argument("--emax", type=float, required=True)
     c.add_argument("--ne", type=int, required=True)
     c.add_argument("--chunk", type=int, default=0); c.add_argument("--n-chunks", type=int, default=1)
     c.add_argument("--set", default="jancu1998"); c.add_argument("--spin-orbit", action="store_true")
     c.add_argument("--eta", type=float, default=1e-6); c.add_argument("--backend", default="numpy")
+    c.add_argument("--batch", type=int, default=1, help="energies per batched RGF call (0 = auto)")
     c.set_defaults(func=lambda a: _sweep(a))
 
     c = s.add_parser("plot-sweep", help="Fig 8b/8c from sweep chunks")
     c.add_argument("--out", required=True); c.add_argument("--title", default=""); c.add_argument("inputs", nargs="+")
+    c.add_argument("--cbm", type=float, help="mark the conduction-band minimum (eV)")
     c.set_defaults(func=lambda a: _plot_sweep(a))
 
     c = s.add_parser("cases", help="Table 3 / Fig 7: the four RGF steps for optimization cases")
@@ -59,6 +61,10 @@ def register(sub):
     c = s.add_parser("scaling", help="Fig 8a from the sweep chunks' measured times")
     c.add_argument("--out", required=True); c.add_argument("--fig"); c.add_argument("inputs", nargs="+")
     c.set_defaults(func=lambda a: _scaling(a))
+    c = s.add_parser("scaling-measured", help="Fig 8a from timed parallel runs (workflow/scripts/rgf_chunks.py)")
+    c.add_argument("--out", required=True); c.add_argument("--fig"); c.add_argument("--title", default="")
+    c.add_argument("inputs", nargs="+")
+    c.set_defaults(func=lambda a: _scaling_measured(a))
     p.set_defaults(func=lambda a: (p.print_help(), 2)[1])
 
 
@@ -77,15 +83,21 @@ def _sweep(a):
     if not 0 <= a.chunk < a.n_chunks:
         from solver.config import ConfigError
         raise ConfigError(f"--chunk {a.chunk}: allowed 0 .. n_chunks-1 = {a.n_chunks - 1}")
+    from solver.config import ConfigError
+    xuc = _ints(a.xuc)
+    if not xuc or min(xuc) < 1:
+        raise ConfigError(f"--xuc {a.xuc}: cubic cells along x, integers >= 1 (comma list)")
+    if a.batch < 0:
+        raise ConfigError(f"--batch {a.batch}: energies per batched call, >= 1 (0 = auto)")
     E = np.linspace(a.emin, a.emax, a.ne)
-    df = sweep(a.out, a.ny, a.nz, a.xuc, E, a.set, a.spin_orbit, 20.0, a.eta, a.backend, a.chunk, a.n_chunks,
-               config=vars(a) | {"func": None})
+    df = sweep(a.out, a.ny, a.nz, xuc, E, a.set, a.spin_orbit, 20.0, a.eta, a.backend, a.chunk, a.n_chunks,
+               config=vars(a) | {"func": None}, batch=a.batch)
     print(df.to_string(index=False))
 
 
 def _plot_sweep(a):
     from solver.rgf.plots import fig8bc
-    fig8bc(a.inputs, a.out, a.title)
+    fig8bc(a.inputs, a.out, a.title, a.cbm)
 
 
 def _cases(a):
@@ -120,3 +132,12 @@ def _scaling(a):
     if a.fig:
         from solver.rgf.plots import fig8a
         fig8a(a.out, a.fig)
+
+
+def _scaling_measured(a):
+    from solver.rgf.bench import measured_scaling
+    df = measured_scaling(a.inputs, a.out)
+    print(df.to_string(index=False))
+    if a.fig:
+        from solver.rgf.plots import fig8a_measured
+        fig8a_measured(a.out, a.fig, a.title)

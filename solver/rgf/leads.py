@@ -6,7 +6,9 @@ The interior layers s1..s3 of every period are eliminated first (exactly, at the
 leaves a chain of s0 planes with energy-dependent n x n blocks; decimation then runs on that chain.
 The surface plane has the eliminated group on one side only, which the decimation keeps apart
 (the "surface" block of Lopez Sancho et al., J. Phys. F 15, 851 (1985)).
-All arrays are complex ``xp`` arrays (NumPy or CuPy).
+All arrays are complex ``xp`` arrays (NumPy or CuPy), either single n x n blocks or stacks
+(nE, n, n) over energies (E then has shape (nE, 1, 1); the energy-independent couplings stay n x n
+and broadcast).  Stacks are inverted with ``inv`` below (cuSOLVER per matrix above 256 on CuPy).
 """
 from __future__ import annotations
 
@@ -14,7 +16,23 @@ import numpy as np
 
 
 def _H(a):
-    return a.conj().T
+    return a.conj().swapaxes(-1, -2)
+
+
+def inv(xp, a):
+    """Inverse of one block or of a stack of blocks.  ``cupy.linalg.inv`` on a stack uses cuBLAS
+    getrf/getriBatched, very slow above n ~ 256; here a CuPy stack goes through
+    ``cupy.linalg.solve`` against the identity (cuBLAS getrf/getrsBatched) up to n = 256 and
+    through one cuSOLVER gesv per matrix above (docs/performance-rgf.md measures the three)."""
+    if a.ndim == 2 or xp is np:
+        return xp.linalg.inv(a)
+    n = a.shape[-1]
+    if n > BATCHED_SOLVE_MAX:
+        return xp.stack([xp.linalg.inv(a[k]) for k in range(a.shape[0])])
+    return xp.linalg.solve(a, xp.ascontiguousarray(xp.broadcast_to(xp.eye(n, dtype=a.dtype), a.shape)))
+
+
+BATCHED_SOLVE_MAX = 256
 
 
 def eliminate_group(xp, E, Dg, Tg):
@@ -24,15 +42,15 @@ def eliminate_group(xp, E, Dg, Tg):
     I = xp.eye(n, dtype=complex)
     p = len(Dg)
     if p == 1:
-        g = xp.linalg.inv(E * I - Dg[0])
+        g = inv(xp, E * I - Dg[0])
         return g, g, g, g
     # left-connected sweep gives g_ll and the products needed for g_fl / g_lf
-    gl = xp.linalg.inv(E * I - Dg[0])
+    gl = inv(xp, E * I - Dg[0])
     fl = gl  # G^{(k)}_{0,k}: corner of the first k+1 layers
     lf = gl
     ff = gl
     for k in range(1, p):
-        gk = xp.linalg.inv(E * I - Dg[k] - _H(Tg[k - 1]) @ gl @ Tg[k - 1])
+        gk = inv(xp, E * I - Dg[k] - _H(Tg[k - 1]) @ gl @ Tg[k - 1])
         # Dyson: G_{0,k} = G^{(k-1)}_{0,k-1} T_{k-1} g_k ; G_{k,0} = g_k T^H_{k-1} G^{(k-1)}_{k-1,0}
         # G_{0,0} = G^{(k-1)}_{00} + G^{(k-1)}_{0,k-1} T g_k T^H G^{(k-1)}_{k-1,0}
         fl_new = fl @ Tg[k - 1] @ gk
@@ -46,7 +64,7 @@ def sancho_rubio(xp, ws, w, a, b, tol=1e-12, max_iter=200):
     """Surface Green's function inv(ws') of a semi-infinite chain given in the form E - h:
     ws (surface), w (bulk), a = coupling surface -> next plane, b = next plane -> surface."""
     for it in range(max_iter):
-        g = xp.linalg.inv(w)
+        g = inv(xp, w)
         ag = a @ g
         bg = b @ g
         agb = ag @ b
@@ -56,7 +74,7 @@ def sancho_rubio(xp, ws, w, a, b, tol=1e-12, max_iter=200):
         b = bg @ b
         if float(xp.abs(a).max()) + float(xp.abs(b).max()) < tol:
             break
-    return xp.linalg.inv(ws), it + 1
+    return inv(xp, ws), it + 1
 
 
 def lead_surface_gf(xp, E, Dseq, Tseq, tol=1e-12):

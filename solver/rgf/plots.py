@@ -10,14 +10,26 @@ import pandas as pd  # noqa: E402
 from solver import io  # noqa: E402
 
 
-def fig8bc(csvs, out_png, title=""):
+def fig8bc(csvs, out_png, title="", cbm=None):
+    """(b) T(E), (c) LDOS(E) per cubic cell; one curve per wire length when the CSVs hold several."""
     df = pd.concat([pd.read_csv(c) for c in csvs]).sort_values("E_eV")
+    if "xuc" not in df:
+        df["xuc"] = 0
+    if "LDOS_per_cell_per_eV" not in df:
+        df["LDOS_per_cell_per_eV"] = df.LDOS_per_eV
     fig, ax = plt.subplots(1, 2, figsize=(9, 3.6))
-    ax[0].plot(df.E_eV, df.T_LR, "k.-", label="T_LR")
-    ax[0].plot(df.E_eV, df.T_RL, "r--", lw=0.8, label="T_RL")
-    ax[0].set_xlabel("E (eV)"); ax[0].set_ylabel("transmission"); ax[0].legend(); ax[0].set_title("(b) " + title)
-    ax[1].plot(df.E_eV, df.LDOS_per_eV, "b.-")
-    ax[1].set_xlabel("E (eV)"); ax[1].set_ylabel("LDOS summed over the device (1/eV)"); ax[1].set_title("(c)")
+    for k, (L, g) in enumerate(df.groupby("xuc")):
+        lab = f"X-UC = {L}" if L else "T_LR"
+        ax[0].plot(g.E_eV, g.T_LR, ("k.-", "b.--", "g.:", "m.-.")[k % 4], lw=1.0, ms=3, label=lab)
+        ax[1].plot(g.E_eV, g.LDOS_per_cell_per_eV, ("k.-", "b.--", "g.:", "m.-.")[k % 4], lw=1.0, ms=3, label=lab)
+    err = float((df.T_LR - df.T_RL).abs().max())
+    ax[0].set_xlabel("E (eV)"); ax[0].set_ylabel("transmission T_LR")
+    ax[0].set_title(f"(b) {title}  (max |T_LR - T_RL| = {err:.1e})", fontsize=9)
+    ax[1].set_xlabel("E (eV)"); ax[1].set_ylabel("LDOS per cubic cell (1/eV)"); ax[1].set_title("(c)", fontsize=9)
+    for a in ax:
+        if cbm is not None:
+            a.axvline(cbm, color="0.6", lw=0.8, ls=":", label="CBM (k = 0)")
+        a.legend(fontsize=8, frameon=False, loc="upper left")
     io.save_figure(fig, out_png)
     plt.close(fig)
     return df
@@ -64,5 +76,33 @@ def fig8a(csv, out_png):
     ax.set_xlabel("workers (Snakemake jobs)"); ax.set_ylabel("speed-up (projected)")
     ax.set_xticks(df.workers)
     ax.legend(loc="upper left", fontsize=8, frameon=False)
+    io.save_figure(fig, out_png)
+    plt.close(fig)
+
+
+def fig8a_measured(csv, out_png, title=""):
+    """Measured strong scaling: speed-up of the timed parallel runs vs workers, one line per chunk
+    count (left), makespan vs chunk count per worker count (right)."""
+    df = pd.read_csv(csv)
+    col, ylab = "speedup_vs_1worker_1chunk", "speed-up vs 1 worker, 1 chunk"
+    if not df[col].notna().any():  # no 1-worker 1-chunk run: against 1 worker, same chunks
+        col, ylab = "speedup_vs_1worker_same_chunks", "speed-up vs 1 worker, same chunks"
+    fig, ax = plt.subplots(1, 2, figsize=(9, 3.6))
+    W = sorted(df.workers.unique())
+    for k, (c, g) in enumerate(df.groupby("chunks")):
+        ax[0].plot(g.workers, g[col], "o-", color=f"C{k}", label=f"{c} chunks")
+        # annotate each point with its measured makespan
+        for x, y, m in zip(g.workers, g[col], g.makespan_s):
+            ax[0].annotate(f"{m:.0f} s" if m >= 10 else f"{m:.1f} s", (x, y), fontsize=7, xytext=(4, -10),
+                           textcoords="offset points")
+    ax[0].plot(W, W, "k:", label="ideal")
+    dev = "GPUs" if (df.devices == "gpu").all() else "workers"
+    ax[0].set_xlabel(f"{dev} (one chunk process per {dev[:-1]} at a time)"); ax[0].set_ylabel(ylab)
+    ax[0].set_xticks(W); ax[0].legend(fontsize=8, frameon=False, loc="upper left")
+    ax[0].set_title("(a) " + title, fontsize=9)
+    for k, (w, g) in enumerate(df.groupby("workers")):
+        ax[1].plot(g.chunks, g.makespan_s, "s-", color=f"C{k}", label=f"{w} {dev}")
+    ax[1].set_xscale("log", base=2); ax[1].set_xlabel("chunks (Snakemake jobs)"); ax[1].set_ylabel("measured makespan (s)")
+    ax[1].legend(fontsize=8, frameon=False)
     io.save_figure(fig, out_png)
     plt.close(fig)

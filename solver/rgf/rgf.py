@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from solver.rgf.leads import self_energies
+from solver.rgf.leads import _H, inv, self_energies
 
 
 class ComplexOps:
@@ -55,6 +55,23 @@ class ComplexOps:
     def sync(self):
         if self.xp is not np:
             self.xp.cuda.get_current_stream().synchronize()
+
+
+class BatchedOps(ComplexOps):
+    """Stacks (nE, n, n) over energies: one batched call per block operation (strided-batched
+    GEMM through ``matmul``; inverses via :func:`solver.rgf.leads.inv`).  The couplings are
+    energy-independent n x n blocks that broadcast.  ``trace`` gives an (nE,) array."""
+
+    name = "batched"
+
+    def mul_many(self, As, b):
+        return [a @ b for a in As]
+
+    def inv(self, a):
+        return inv(self.xp, a)
+
+    def trace(self, a):
+        return self.xp.trace(a, axis1=a.ndim - 2, axis2=a.ndim - 1)
 
 
 class _NullTimer:
@@ -146,27 +163,40 @@ class Device:
         self.N = 4 * self.n_cells
         self.eta = eta
 
-    def solve(self, E, ops=None, offdiag="row", timer=None, lead_xp=None):
-        """T_LR, T_RL and the LDOS per layer at one energy."""
+    def self_energies(self, Ez, xp=np):
+        """(Sigma_L, Sigma_R) at complex energies Ez (scalar, or (nE, 1, 1) array for a stack);
+        they depend on the cross-section only, so wires of several lengths share them."""
+        w = self.wire
+        D = [xp.asarray(d, dtype=complex) for d in w.D]
+        C = [xp.asarray(c, dtype=complex) for c in w.C]
+        return self_energies(xp, Ez, D, C)
+
+    def solve(self, E, ops=None, offdiag="row", timer=None, lead_xp=None, sigmas=None):
+        """T_LR, T_RL and the LDOS per layer at one energy (a float), or at a batch of energies
+        (a 1-D array, with ``BatchedOps``: every result then has a leading energy axis)."""
         ops = ops or ComplexOps(np)
         t = timer or _NullTimer()
         w = self.wire
         xp = lead_xp or (ops.xp if isinstance(ops, ComplexOps) else np)
-        Ez = complex(E, self.eta)
+        batched = np.ndim(E) > 0
+        Ez = (np.asarray(E, dtype=float) + 1j * self.eta).reshape(-1, 1, 1) if batched else complex(E, self.eta)
+        if batched:
+            Ez = xp.asarray(Ez)
         with t.phase("leads"):
+            sigL, sigR = sigmas if sigmas is not None else self.self_energies(Ez, xp)
             D = [xp.asarray(d, dtype=complex) for d in w.D]
             C = [xp.asarray(c, dtype=complex) for c in w.C]
-            sigL, sigR = self_energies(xp, Ez, D, C)
             I = xp.eye(w.block_size, dtype=complex)
             Adiag = [Ez * I - d for d in D]
-            h = lambda a: a.get() if hasattr(a, "get") else a  # noqa: E731
+            same = isinstance(ops, ComplexOps) and ops.xp is xp  # no host round trip
+            h = lambda a: a if same or not hasattr(a, "get") else a.get()  # noqa: E731
             Ad_t = [ops.to(h(a)) for a in Adiag]
             Ad_first = ops.to(h(Adiag[0] - sigL))
             Ad_last = ops.to(h(Adiag[3] - sigR))
             Au_t = [ops.to(h(-c)) for c in C]
-            Al_t = [ops.to(h(-c.conj().T)) for c in C]
-            gamL = 1j * (sigL - sigL.conj().T)
-            gamR = 1j * (sigR - sigR.conj().T)
+            Al_t = [ops.to(h(-_H(c))) for c in C]
+            gamL = 1j * (sigL - _H(sigL))
+            gamR = 1j * (sigR - _H(sigR))
         N = self.N
 
         def Ad(i):
@@ -179,8 +209,15 @@ class Device:
         out = rgf_blocks(ops, Ad, lambda i: Au_t[i % 4], lambda i: Al_t[i % 4], N, offdiag, t)
         G1N = xp.asarray(ops.back(out["G_0N"]))
         GN1 = xp.asarray(ops.back(out["G_N0"]))
-        TLR = complex(xp.trace(gamL @ G1N @ gamR @ G1N.conj().T))
-        TRL = complex(xp.trace(gamR @ GN1 @ gamL @ GN1.conj().T))
+        tr = lambda a: xp.trace(a, axis1=a.ndim - 2, axis2=a.ndim - 1)  # noqa: E731
+        TLR = tr(gamL @ G1N @ gamR @ _H(G1N))
+        TRL = tr(gamR @ GN1 @ gamL @ _H(GN1))
+        if batched:
+            TLR, TRL = ops.back(TLR), ops.back(TRL)
+            ldos = -np.imag(np.stack([ops.back(d) for d in out["trace_diag"]], axis=-1)) / np.pi  # (nE, N)
+            return {"E": np.asarray(E), "T_LR": TLR.real, "T_RL": TRL.real, "T_imag": np.abs(TLR.imag),
+                    "ldos_layers": ldos, "ldos": ldos.sum(axis=-1), "n_products": out["n_products"]}
+        TLR, TRL = complex(TLR), complex(TRL)
         ldos = -np.imag(np.array(out["trace_diag"])) / np.pi
         return {"E": E, "T_LR": TLR.real, "T_RL": TRL.real, "T_imag": abs(TLR.imag),
                 "ldos_layers": ldos, "ldos": float(ldos.sum()), "n_products": out["n_products"]}

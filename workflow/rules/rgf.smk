@@ -1,9 +1,13 @@
 # Rules of the rgf study (paper 002: recursive Green's function transport in a [100] Si nanowire).
 # Conventions: see common.smk.  Bulk/wire gap tables pin the Hamiltonian; T(E)/LDOS(E) run as one
-# job per chunk of energies (Fig 8a's strong scaling is computed from the chunks' measured times);
+# job per chunk of energies (rgf_sweep_chunk; several lengths share the leads of one energy);
+# Fig 8a comes from timed parallel runs (rgf_scaling_run: workflow/scripts/rgf_chunks.py launches
+# the same `solver rgf sweep --chunk c --n-chunks C` command as rgf_sweep_chunk, at most W chunk
+# processes at a time, one per GPU through CUDA_VISIBLE_DEVICES when USE_GPU, else one per core).
 # Table 3 / Fig 7 cases 1-4 run on this machine's CPU (numba), case 5 only when USE_GPU.
 # The full-size wire (X-UC = 100, 8 x 16) was run on the device machine with
-# workflow/scripts/rgf_device.py; its results are committed under results/nvidia-h100/rgf/.
+# workflow/scripts/rgf_device.py (results/nvidia-h100/rgf/); the 8 x 16 Fig 8b/8c sweep and the
+# batching benchmark with rgf_device_h200.py, the 1- and 2-GPU Fig 8a with rgf_device_x2.py.
 if enabled("rgf"):
     validate(config["rgf"], "../schemas/rgf.schema.yaml")
     RGF = config["rgf"]
@@ -12,6 +16,9 @@ if enabled("rgf"):
     _RC = RGF["cases"]
     RGF_CASES = [c for c in _RC["cases"] if c != 5 or USE_GPU]
     _RK = RGF["cost"]
+    _RSC = RGF["scaling"]
+    RGF_SCALING = [(w, c) for w in _RSC["workers"] for c in _RSC["chunks"] if c >= w]
+    _RGF_XUC = ",".join(map(str, _RS["xuc"] if isinstance(_RS["xuc"], list) else [_RS["xuc"]]))
     _RGF_BACKEND = _RS["backend"] if _RS["backend"] != "auto" else ("cupy" if USE_GPU else "numpy")
 
     rule rgf_bulk:
@@ -58,7 +65,7 @@ if enabled("rgf"):
             gpu=1 if _RGF_BACKEND == "cupy" else 0,
         shell:
             "OMP_NUM_THREADS={threads} OPENBLAS_NUM_THREADS={threads} MKL_NUM_THREADS={threads} "
-            "{SOLVER} rgf sweep --out {output.csv} --ny {_RS[ny]} --nz {_RS[nz]} --xuc {_RS[xuc]} "
+            "{SOLVER} rgf sweep --out {output.csv} --ny {_RS[ny]} --nz {_RS[nz]} --xuc {_RGF_XUC} --batch {_RS[batch]} "
             "--emin {_RS[emin]} --emax {_RS[emax]} --ne {_RS[ne]} --chunk {wildcards.chunk} "
             "--n-chunks {_RS[n_chunks]} --set {_RS[set]} {params.so} --eta {_RS[eta]} "
             "--backend {params.backend} > {log} 2>&1"
@@ -69,24 +76,50 @@ if enabled("rgf"):
         output:
             res("rgf", "fig8bc_transmission_ldos.png"),
         params:
-            title=f"{_RS['ny']}x{_RS['nz']} x {_RS['xuc']} UC",
+            title=f"{_RS['ny']}x{_RS['nz']} x ({_RGF_XUC}) UC",
         localrule: True
         log:
             logf("rgf", "fig8bc"),
         shell:
             "{SOLVER} rgf plot-sweep --out {output} --title '{params.title}' {input} > {log} 2>&1"
 
+    rule rgf_scaling_run:
+        output:
+            csv=res("rgf", "scaling", "w{workers}_c{chunks}.csv"),
+            rec=res("rgf", "scaling", "w{workers}_c{chunks}.run.json"),
+        wildcard_constraints:
+            workers=r"\d+",
+            chunks=r"\d+",
+        params:
+            devices="gpu" if USE_GPU else "cpu",
+            backend="cupy" if USE_GPU else "numpy",
+            chunk_dir=lambda wc: res("rgf", "scaling", f"w{wc.workers}_c{wc.chunks}"),
+            script=f"{workflow.basedir}/workflow/scripts/rgf_chunks.py",
+        log:
+            logf("rgf", "scaling_w{workers}_c{chunks}"),
+        threads: lambda wc: int(wc.workers)
+        resources:
+            gpu=lambda wc: int(wc.workers) if USE_GPU else 0,
+        shell:
+            "{PY} {params.script} --workers {wildcards.workers} --chunks {wildcards.chunks} "
+            "--devices {params.devices} --out {output.csv} --chunk-dir {params.chunk_dir} -- "
+            "--ny {_RSC[ny]} --nz {_RSC[nz]} --xuc {_RSC[xuc]} --emin {_RSC[emin]} --emax {_RSC[emax]} "
+            "--ne {_RSC[ne]} --set {_RS[set]} --eta {_RS[eta]} --backend {params.backend} > {log} 2>&1"
+
     rule rgf_fig8a:
         input:
-            expand(res("rgf", "sweep", "chunk{chunk}.csv"), chunk=RGF_CHUNKS),
+            [res("rgf", "scaling", f"w{w}_c{c}.csv") for w, c in RGF_SCALING],
         output:
             csv=res("rgf", "fig8a_strong_scaling.csv"),
             fig=res("rgf", "fig8a_strong_scaling.png"),
+        params:
+            title=f"{_RSC['ny']}x{_RSC['nz']} x {_RSC['xuc']} UC, {_RSC['ne']} energies",
         localrule: True
         log:
             logf("rgf", "fig8a"),
         shell:
-            "{SOLVER} rgf scaling --out {output.csv} --fig {output.fig} {input} > {log} 2>&1"
+            "{SOLVER} rgf scaling-measured --out {output.csv} --fig {output.fig} --title '{params.title}' "
+            "{input} > {log} 2>&1"
 
     rule rgf_cases:
         output:
