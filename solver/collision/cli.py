@@ -284,7 +284,13 @@ def cmd_bench(args):
 def cmd_convergence(args):
     from solver.collision.convergence import convergence, figure
 
+    from solver.backend import get_backend
+    from solver.io import write_json
+    from solver.provenance import collect
+
     df, fits = convergence(args.input, args.out)
+    write_json(Path(args.out or args.input) / "convergence.run.json",
+               collect(vars(args) | {"func": None}, get_backend("numpy"), {"fits": fits}))
     cols = [c for c in ("quantity", "N", "h", "h2_over_T", "value", "reference", "rel_err", "fit_resid_max")
             if c in df]
     print(df[cols].to_string(index=False, float_format=lambda x: f"{x:.5g}"))
