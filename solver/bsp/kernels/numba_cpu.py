@@ -105,11 +105,15 @@ def _face(g0, g1, g2, g3, g4, g5, left, eps):
     h -= g1
     h -= g4
     h *= 1.0 / 12.0
-    if left:
-        h += _corr(g1 - g0, g2 - g1, g3 - g2, g4 - g3, eps)
-    else:
-        h -= _corr(g5 - g4, g4 - g3, g3 - g2, g2 - g1, eps)
-    return h
+    # branch-free (selects vectorise): left (a, b, c, d) = (D_{l-2}, D_{l-1}, D_l, D_{l+1}), sign +;
+    # right (D_{l+2}, D_{l+1}, D_l, D_{l-1}), sign - (h - F == h + (-F) exactly, as in weno5_faces)
+    dm1 = g2 - g1
+    dp1 = g4 - g3
+    a = (g1 - g0) if left else (g5 - g4)
+    b = dm1 if left else dp1
+    d = dp1 if left else dm1
+    c = _corr(a, b, g3 - g2, d, eps)
+    return h + (c if left else -c)
 
 
 # ---------------------------------------------------------------------------- x
