@@ -245,7 +245,9 @@ def main(argv=None) -> int:
         float_format=lambda v: f"{v:.3g}"))
     if step is not None:
         s = step.set_index("phase")["seconds_per_step"]
-        print("\nwhole step, numba backend:", ", ".join(f"{k} {s[k]:.3f} s" for k in ("step", "BTE", "ITER") if k in s))
+        keys = ["step", "step/BTE"] + [f"step/BTE/{p}" for p in PHASES + ("overlap", "RK")] + ["step/DENS", "step/ITER"]
+        print(f"\nwhole step, numba backend, {get_backend('numba').threads} threads (seconds):")
+        print("\n".join(f"  {k:22s} {s[k]:.4f}" for k in keys if k in s))
     return 0
 
 
