@@ -7,7 +7,7 @@ import pytest
 from solver.backend import get_backend
 from solver.collision.coeffs import _gl, build_table, omega_box
 from solver.collision.operator import CollisionOperator, VelocityGrid, hs_frequency_exact, maxwellian
-from solver.collision.relax import bimaxwellian, bkw, bkw_m4, paper_grid, relax
+from solver.collision.relax import bimaxwellian, bkw, bkw_m4, chapman_enskog_rate, paper_grid, relax
 
 
 @pytest.fixture(scope="module")
@@ -172,3 +172,19 @@ def test_bkw_m4_rate_converges():
     assert 0.30 < e[0.8] < 0.38
     extrap = (e[0.8] * 1.0 - e[1.0] * 0.64) / (1.0 - 0.64)
     assert abs(extrap) < 0.06
+
+
+def test_convergence_h2_fit_and_nu0_edge():
+    # helpers of the mesh-convergence tables: the h^2 line through exact data, the local rate of an
+    # exponential, and nu(0) = 2 sqrt(pi) n sqrt(T) = the x -> 0 limit of the analytic nu(c)
+    from solver.collision.convergence import h2_fit
+    from solver.collision.relax import local_rates, nu0_edge
+
+    h2 = np.array([0.1, 0.07, 0.05])
+    a, b, res = h2_fit(h2, -0.1 + 0.15 * h2)
+    assert a == pytest.approx(-0.1, abs=1e-14) and b == pytest.approx(0.15, rel=1e-12) and res < 1e-14
+    t = np.linspace(0, 0.1, 11)
+    _, lr = local_rates(t, 3.0 * np.exp(-63.0 * t))
+    assert np.allclose(lr, 63.0, rtol=1e-12)
+    assert nu0_edge(11.0, 2.5) == pytest.approx(float(hs_frequency_exact(0.0, 11.0, 2.5)), rel=1e-10)
+    assert nu0_edge(1.0, 1.0) / chapman_enskog_rate(1.0, 1.0) == pytest.approx(0.8839, abs=1e-4)
