@@ -89,10 +89,13 @@ __device__ __forceinline__ double weno_face(double g0, double g1, double g2, dou
     h -= g1;
     h -= g4;
     h *= (1.0 / 12.0);
-    if (left)
-        h += weno_corr(Dm2, Dm1, D0, Dp1, eps);
-    else
-        h -= weno_corr(Dp2, Dp1, D0, Dm1, eps);
+    /* select the stencil, then one correction (no divergence between left- and right-biased
+       lines of a warp); h + (-F) == h - F exactly, as weno5_faces' mask form */
+    double a = left ? Dm2 : Dp2;
+    double b = left ? Dm1 : Dp1;
+    double d = left ? Dp1 : Dm1;
+    double corr = weno_corr(a, b, D0, d, eps);
+    h += left ? corr : -corr;
     return h;
 }
 
