@@ -67,3 +67,76 @@ if enabled("collision"):
 
     ALL_TARGETS += [res("collision", "fig1_bimaxwellian.png"), res("collision", "maxwellian.csv"),
                     res("collision", "bkw.csv"), rules.collision_bench.output[0]]
+
+    # Mesh convergence of the BKW, Maxwellian and Chapman-Enskog checks (docs/performance-collision.md);
+    # only with `convergence: true` (the full config; GPU-sized), never in the smoke run.
+    if COLL["convergence"]:
+        COLL_HW = float(COLL["conv_half_width"])
+        _coll_list = lambda s: [x for x in str(s).split(",") if x]
+        COLL_CONV_INPUTS = (
+            [res("collision", f"relax_rk2_N{N}_summary.json") for N in _coll_list(COLL["conv_relax_meshes"])]
+            + [res("collision", f"bkw_N{p.split(':')[0]}_hw{p.split(':')[1]}.csv") for p in _coll_list(COLL["conv_bkw"])]
+            + [res("collision", f"maxwellian_N{N}.csv") for N in _coll_list(COLL["conv_maxwellian_meshes"])]
+            + [res("collision", "maxwellian.csv"), res("collision", "rates.csv")])
+
+        rule collision_relax_rk2:
+            output:
+                hist=res("collision", "relax_rk2_N{N}_history.csv"),
+                summ=res("collision", "relax_rk2_N{N}_summary.json"),
+            wildcard_constraints: N=r"\d+"
+            log: logf("collision", "relax_rk2_N{N}")
+            benchmark: bench("collision", "relax_rk2_N{N}")
+            threads: workflow.cores
+            resources: gpu=1 if COLL_BE == "cupy" else 0
+            params: out=res("collision"), h=lambda w: 2 * COLL_HW / int(w.N)
+            shell:
+                "{SOLVER} collision relax --backend {COLL_BE} --N {wildcards.N} --h {params.h} --t-end {COLL[t_end]} "
+                "--scheme rk2 --snapshots 0 --name relax_rk2_N{wildcards.N} --out {params.out} "
+                "--cache {COLL_CACHE} > {log} 2>&1"
+
+        rule collision_bkw_mesh:
+            output: res("collision", "bkw_N{N}_hw{hw}.csv")
+            wildcard_constraints: N=r"\d+", hw=r"[0-9.]+"
+            log: logf("collision", "bkw_N{N}_hw{hw}")
+            benchmark: bench("collision", "bkw_N{N}_hw{hw}")
+            threads: workflow.cores
+            resources: gpu=1 if COLL_BE == "cupy" else 0
+            params: out=res("collision"), h=lambda w: 2 * float(w.hw) / int(w.N)
+            shell:
+                "{SOLVER} collision bkw --backend {COLL_BE} --N {wildcards.N} --h {params.h} --t-end {COLL[bkw_t_end]} "
+                "--name bkw_N{wildcards.N}_hw{wildcards.hw} --out {params.out} --cache {COLL_CACHE} > {log} 2>&1"
+
+        rule collision_maxwellian_mesh:
+            output: res("collision", "maxwellian_N{N}.csv")
+            wildcard_constraints: N=r"\d+"
+            log: logf("collision", "maxwellian_N{N}")
+            benchmark: bench("collision", "maxwellian_N{N}")
+            threads: workflow.cores
+            resources: gpu=1 if COLL_BE == "cupy" else 0
+            params: out=res("collision"), h=lambda w: 2 * COLL_HW / int(w.N)
+            shell:
+                "{SOLVER} collision maxwellian --backend {COLL_BE} --N {wildcards.N} --h {params.h} --T 1.0,2.5,4.0 "
+                "--name maxwellian_N{wildcards.N} --out {params.out} --cache {COLL_CACHE} > {log} 2>&1"
+
+        rule collision_rates:
+            output: res("collision", "rates.csv")
+            log: logf("collision", "rates")
+            benchmark: bench("collision", "rates")
+            threads: workflow.cores
+            resources: gpu=1 if COLL_BE == "cupy" else 0
+            params: out=res("collision")
+            shell:
+                "{SOLVER} collision rates --backend {COLL_BE} --meshes {COLL[conv_rates_meshes]} --half-width {COLL_HW} "
+                "--T 2.5 --bkw-half-width 6 --out {params.out} --cache {COLL_CACHE} > {log} 2>&1"
+
+        rule collision_convergence:
+            input: COLL_CONV_INPUTS
+            output:
+                csv=res("collision", "convergence.csv"),
+                fig=report(res("collision", "fig_convergence.png"), caption=report_caption("collision_convergence"),
+                           category="paper 004"),
+            localrule: True
+            params: folder=res("collision")
+            shell: "{SOLVER} collision convergence --input {params.folder} --figure {output.fig} > /dev/null"
+
+        ALL_TARGETS += [res("collision", "fig_convergence.png")]
