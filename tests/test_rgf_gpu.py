@@ -54,7 +54,9 @@ def test_batched_cupy_matches_numpy(cupy_backend, ny, nz):
         ref = dev.solve(float(E), ComplexOps(np))
         assert abs(rb["T_LR"][k] - ref["T_LR"]) < 1e-10
         assert abs(rb["T_RL"][k] - ref["T_RL"]) < 1e-10
-        assert np.allclose(rb["ldos_layers"][k], ref["ldos_layers"], rtol=1e-10, atol=1e-12)
+        # the LDOS near a subband edge carries the 1/eta conditioning of G_ii: on the H200 the 4 x 4
+        # wire's layers at E = 1.3 eV (LDOS ~ 9 / eV) differed by 3.6e-9 relative (gpu_tests.log)
+        assert np.allclose(rb["ldos_layers"][k], ref["ldos_layers"], rtol=1e-8, atol=1e-12)
 
 
 def test_stack_inverse_paths(cupy_backend, rng):

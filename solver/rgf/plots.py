@@ -26,6 +26,9 @@ def fig8bc(csvs, out_png, title="", cbm=None):
     ax[0].set_xlabel("E (eV)"); ax[0].set_ylabel("transmission T_LR")
     ax[0].set_title(f"(b) {title}  (max |T_LR - T_RL| = {err:.1e})", fontsize=9)
     ax[1].set_xlabel("E (eV)"); ax[1].set_ylabel("LDOS per cubic cell (1/eV)"); ax[1].set_title("(c)", fontsize=9)
+    pos = df.LDOS_per_cell_per_eV[df.LDOS_per_cell_per_eV > 0]
+    if len(pos) and pos.max() / pos.min() > 1e3:
+        ax[1].set_yscale("log")
     for a in ax:
         if cbm is not None:
             a.axvline(cbm, color="0.6", lw=0.8, ls=":", label="CBM (k = 0)")
