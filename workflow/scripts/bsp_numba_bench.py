@@ -227,6 +227,7 @@ def main(argv=None) -> int:
         step = bench.phase_times(a.config, list(a.overrides), backends=("numba",), steps=1, out=None)
         io.write_csv(step, out / "step_numba.csv", index=False)
     io.write_json(out / "run.json", provenance.collect(cfg, get_backend("numba"), extra={
+        "machine_tag": provenance.machine_tag(),  # the host's tag (the numba backend alone would give the CPU's)
         "script": "workflow/scripts/bsp_numba_bench.py", "argv": sys.argv[1:], "threads_timed": threads,
         "columns_timed_array_t1": cols, "jit_compile_s": compile_s, "branches": n_br,
         "numba_version": numba.__version__, "numba_threading_layer": numba.threading_layer(),
