@@ -296,8 +296,8 @@ class CollisionOperator:
         """nu_i = sum_j B_{i-j} f_j (FFT convolution, same backend as f)."""
         xp, N = self.xp, self.N
         L = 2 * N
-        F = xp.fft.rfftn(xp.asarray(f, dtype=xp.float64), s=(L, L, L))
-        nu = xp.fft.irfftn(F * self._Bhat, s=(L, L, L))[:N, :N, :N]
+        F = xp.fft.rfftn(xp.asarray(f, dtype=xp.float64), s=(L, L, L), axes=(0, 1, 2))
+        nu = xp.fft.irfftn(F * self._Bhat, s=(L, L, L), axes=(0, 1, 2))[:N, :N, :N]
         return nu.astype(self.dtype)
 
     def correction(self, G, Lo):
