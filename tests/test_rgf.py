@@ -144,3 +144,31 @@ def test_table1_exact():
     assert sched.average(199) == pytest.approx(0.997, abs=5e-4)  # the paper's 99.7 % for X-UC = 100
     assert sched.efficiency(5, scheduled=False) == pytest.approx(80 / 96)
     assert sched.parts(100, 32) == [32, 32, 32, 4]
+
+
+def test_measured_scaling_speedups_and_shared_gpu(tmp_path):
+    """Fig 8a table from timed chunk runs: speed-ups against the 1-worker runs, GPUs counted from
+    the chunks' device ids (two processes on one GPU count as one GPU)."""
+    import json
+
+    import pandas as pd
+
+    from solver.rgf.bench import measured_scaling
+    from solver.rgf.plots import fig8a_measured
+
+    runs = {(1, 1): (40.0, [0]), (1, 2): (44.0, [0, 0]), (2, 2): (30.0, [0, 0]), (2, 4): (24.0, [0, 1, 0, 1])}
+    paths = []
+    for (w, c), (mk, dev) in runs.items():
+        p = tmp_path / f"w{w}_c{c}.csv"
+        pd.DataFrame({"chunk": range(c), "device": dev, "process_s": [mk / 2] * c, "compute_s": [1.0] * c}).to_csv(p)
+        p.with_name(p.stem + ".run.json").write_text(json.dumps(
+            {"config": {"workers": w, "chunks": c, "devices": "gpu"}, "makespan_s": mk}))
+        paths.append(p)
+    df = measured_scaling(paths, tmp_path / "fig8a.csv").set_index(["workers", "chunks"])
+    assert df.loc[(2, 2), "speedup_vs_1worker_same_chunks"] == pytest.approx(44.0 / 30.0)
+    assert df.loc[(2, 4), "speedup_vs_1worker_1chunk"] == pytest.approx(40.0 / 24.0)
+    assert df.loc[(2, 4), "efficiency_vs_1worker_1chunk"] == pytest.approx(40.0 / 24.0 / 2)
+    assert np.isnan(df.loc[(2, 4), "speedup_vs_1worker_same_chunks"])
+    assert df.loc[(2, 2), "n_gpus"] == 1 and df.loc[(2, 4), "n_gpus"] == 2
+    fig8a_measured(tmp_path / "fig8a.csv", tmp_path / "fig8a.png", "t")
+    assert (tmp_path / "fig8a.png").stat().st_size > 0

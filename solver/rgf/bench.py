@@ -260,7 +260,9 @@ def measured_scaling(run_csvs, out_csv, config=None):
         rec = json.loads(p.with_name(p.stem + ".run.json").read_text())
         df = pd.read_csv(p)
         rows.append({"workers": int(rec["config"]["workers"]), "chunks": int(rec["config"]["chunks"]),
-                     "devices": rec["config"]["devices"], "makespan_s": rec["makespan_s"],
+                     "devices": rec["config"]["devices"],
+                     "n_gpus": int(df.device.nunique()) if rec["config"]["devices"] == "gpu" else 0,
+                     "makespan_s": rec["makespan_s"],
                      "sum_process_s": float(df.process_s.sum()), "sum_compute_s": float(df.compute_s.sum()),
                      "max_process_s": float(df.process_s.max())})
     df = pd.DataFrame(rows).sort_values(["chunks", "workers"]).reset_index(drop=True)

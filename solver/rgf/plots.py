@@ -99,8 +99,13 @@ def fig8a_measured(csv, out_png, title=""):
             ax[0].annotate(f"{m:.0f} s" if m >= 10 else f"{m:.1f} s", (x, y), fontsize=7, xytext=(4, -10),
                            textcoords="offset points")
     ax[0].plot(W, W, "k:", label="ideal")
-    dev = "GPUs" if (df.devices == "gpu").all() else "workers"
-    ax[0].set_xlabel(f"{dev} (one chunk process per {dev[:-1]} at a time)"); ax[0].set_ylabel(ylab)
+    gpu = (df.devices == "gpu").all()
+    ng = df.n_gpus if "n_gpus" in df else df.workers
+    shared = gpu and bool((df.workers > ng).any())  # several chunk processes on one GPU
+    dev = "processes" if shared else "GPUs" if gpu else "workers"
+    xlab = (f"chunk processes at a time on {int(ng.max())} GPU(s)" if shared else
+            f"{dev} (one chunk process per {dev[:-1]} at a time)")
+    ax[0].set_xlabel(xlab); ax[0].set_ylabel(ylab)
     ax[0].set_xticks(W); ax[0].legend(fontsize=8, frameon=False, loc="upper left")
     ax[0].set_title("(a) " + title, fontsize=9)
     for k, (w, g) in enumerate(df.groupby("workers")):
