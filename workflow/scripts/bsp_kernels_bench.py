@@ -21,7 +21,6 @@ Writes DIR/kernels_bench.csv, DIR/ceilings.csv, DIR/phases.csv, DIR/run.json; pr
 from __future__ import annotations
 
 import argparse
-import math
 import subprocess
 import sys
 import time
@@ -37,6 +36,7 @@ from solver import io, provenance  # noqa: E402
 from solver.backend import get_backend  # noqa: E402
 from solver.bsp import bte, dens, kernels, scattering, weno  # noqa: E402
 from solver.bsp.model import Model, load  # noqa: E402
+from solver.bsp.synthetic import synthetic_stage  # noqa: E402
 
 PHASES = ("WENO_x", "WENO_w", "WENO_phi", "scat_gain", "scat_loss", "rhs")
 STAGES = 3
@@ -50,23 +50,6 @@ NODE_FLOPS = {"WENO_x": FACE_FLOPS + 1 + 2,  # g = a1 Phi; difference and 1/dx
 DIVS = {"WENO_x": 4, "WENO_w": 4, "WENO_phi": 8}
 GAIN_FLOPS = 10  # delta (2), r (2), (f1 - f0) t + f0 (3), t (1), coef (1), acc (1) per (output, branch, p')
 LOSS_FLOPS = 8  # Gamma (3), 1 + 2 al Gamma (2), coef (1), product (1), acc (1)
-
-
-def synthetic_stage(m, seed=0):
-    NX, NS = m.NX, m.N_sbn
-    x = m.x[:, None, None]
-    base = 1.5 * np.arange(NS)[None, None, :] ** 2 + np.array([0.0, 0.0, -1.0])[None, :, None]
-    eps = base + 2.0 * np.sin(math.pi * x)
-    deps = np.broadcast_to(2.0 * math.pi * np.cos(math.pi * x), eps.shape).copy()
-    chi = np.zeros((NX, 3, NS, m.NZ))
-    for p in range(NS):
-        chi[:, :, p, :] = np.sin((p + 1) * math.pi * m.z)
-    chi /= np.sqrt(m.dz * (chi**2).sum(-1, keepdims=True))
-    rho_eq = m.sqrt_mxmy[None, :, None] * np.exp(-eps)
-    rng = np.random.default_rng(seed)
-    Phi = rho_eq[..., None, None] * (m.s_w * m.maxwellian)[None, :, None, :, None] * np.ones(m.NPHI)
-    Phi *= 1.0 + 0.2 * rng.random(m.shape)
-    return dict(eps=eps, deps=deps, chi=chi, rho_eq=rho_eq, Phi=Phi)
 
 
 def counts(m, n_branches):

@@ -36,6 +36,7 @@ from solver import io, provenance  # noqa: E402
 from solver.backend import get_backend  # noqa: E402
 from solver.bsp import dens, scattering, weno  # noqa: E402
 from solver.bsp.model import Model, load  # noqa: E402
+from solver.bsp.synthetic import synthetic_stage  # noqa: E402
 
 PHASES = ("WENO_x", "WENO_w", "WENO_phi", "scat_gain", "scat_loss")
 STAGES = 3  # RK stages per step: each phase runs once per stage
@@ -48,23 +49,6 @@ NODE_FLOPS = {"WENO_x": FACE_FLOPS + 1 + 2,  # g = a1 Phi; difference and 1/dx
               "WENO_phi": 2 * FACE_FLOPS + 7 + 1 + 2}  # g+-, h+ + h-, difference, 1/dphi
 INTERP_FLOPS = 9  # r, compares, t, (f1 - f0) t + f0, coef * v + acc
 LOSS_FLOPS = 6  # Gamma, compare, 1 + 2 al Gamma, coef * ., + acc
-
-
-def synthetic_stage(m, seed=0):
-    NX, NS = m.NX, m.N_sbn
-    x = m.x[:, None, None]
-    base = 1.5 * np.arange(NS)[None, None, :] ** 2 + np.array([0.0, 0.0, -1.0])[None, :, None]
-    eps = base + 2.0 * np.sin(math.pi * x)
-    deps = np.broadcast_to(2.0 * math.pi * np.cos(math.pi * x), eps.shape).copy()
-    chi = np.zeros((NX, 3, NS, m.NZ))
-    for p in range(NS):
-        chi[:, :, p, :] = np.sin((p + 1) * math.pi * m.z)
-    chi /= np.sqrt(m.dz * (chi**2).sum(-1, keepdims=True))
-    rho_eq = m.sqrt_mxmy[None, :, None] * np.exp(-eps)
-    rng = np.random.default_rng(seed)
-    Phi = rho_eq[..., None, None] * (m.s_w * m.maxwellian)[None, :, None, :, None] * np.ones(m.NPHI)
-    Phi *= 1.0 + 0.2 * rng.random(m.shape)
-    return dict(eps=eps, deps=deps, chi=chi, rho_eq=rho_eq, Phi=Phi)
 
 
 def counts(m, n_branches):
