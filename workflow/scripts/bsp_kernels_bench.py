@@ -93,11 +93,11 @@ def copy_ceiling(cp, mib=1024, reps=10):
             "best_GB_per_s": 2 * n * 8 / best / 1e9}
 
 
-def bench_mesh(be, cfg_path, reps):
+def bench_mesh(be, cfg_path, reps, overrides=(), mesh=None):
     cp = be.xp
-    mesh = Path(cfg_path).stem
-    ma = Model(load(cfg_path, ["numerics.kernels=auto"]))
-    mr = Model(load(cfg_path, ["numerics.kernels=array"]))
+    mesh = mesh or Path(cfg_path).stem
+    ma = Model(load(cfg_path, list(overrides) + ["numerics.kernels=auto"]))
+    mr = Model(load(cfg_path, list(overrides) + ["numerics.kernels=array"]))
     h = synthetic_stage(mr)
     d = {k: cp.asarray(v) for k, v in h.items()}
     W = scattering.overlap(mr, be, d["chi"])
