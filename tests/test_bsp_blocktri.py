@@ -134,3 +134,280 @@ def test_block_structure_check_rejects_other_couplings():
     bad.all_rows = rows
     with pytest.raises(ValueError, match="not block tridiagonal"):
         blocktri.BlockSystem(bad)
+
+
+# ---------------------------------------------------------------------- the CUDA source on the host
+# The kernels of kernels/cuda_blocktri.py compiled with g++ for the host: the single-block solve
+# runs with one OS thread per CUDA thread, __syncthreads as a std::barrier and __shfl_xor_sync
+# through a per-warp buffer, so the index bookkeeping, the pivot search and the barriers are
+# checked without a GPU.
+_STUB = r"""
+#include <barrier>
+#include <thread>
+#include <cmath>
+#include <vector>
+#include <cstddef>
+struct dim3_ { unsigned x = 0, y = 0, z = 0; };
+static thread_local dim3_ threadIdx, blockIdx;
+static dim3_ blockDim;
+#define __global__
+#define __shared__ static
+#define __launch_bounds__(x)
+#define __restrict__
+static std::barrier<>* g_bar;
+struct WarpX { std::barrier<>* bar; double dv[32]; int iv[32]; };
+static WarpX* g_warps;
+static inline void __syncthreads() { g_bar->arrive_and_wait(); }
+template <class T> static inline T shfl_(T v, int off, T* buf) {
+  WarpX& W = g_warps[threadIdx.x / 32]; int l = threadIdx.x % 32;
+  buf[l] = v; W.bar->arrive_and_wait(); T r = buf[l ^ off]; W.bar->arrive_and_wait(); return r; }
+static inline double __shfl_xor_sync(unsigned, double v, int off) { return shfl_(v, off, g_warps[threadIdx.x / 32].dv); }
+static inline int __shfl_xor_sync(unsigned, int v, int off) { return shfl_(v, off, g_warps[threadIdx.x / 32].iv); }
+"""
+
+_HARNESS = r"""
+extern "C" void run_solve(const double* D, const double* lo, const double* up, const double* b,
+    const unsigned char* dir, int NX, double* G, double* z, double* x) {
+  int nthr = NWARPS * 32;
+  blockDim.x = nthr;
+  std::barrier<> bar(nthr); g_bar = &bar;
+  std::vector<WarpX> warps(NWARPS);
+  for (auto& w : warps) w.bar = new std::barrier<>(32);
+  g_warps = warps.data();
+  std::vector<std::thread> th;
+  for (int t = 0; t < nthr; ++t) th.emplace_back([=] { threadIdx.x = t; blocktri_solve(D, lo, up, b, dir, NX, G, z, x); });
+  for (auto& t : th) t.join();
+  for (auto& w : warps) delete w.bar;
+}
+extern "C" void run_frechet(const double* eps, const double* chi, const double* rho, const double* drho,
+    int has, int nx, int nz_, int ns, double* F) {
+  long long total = (long long)(nx - 2) * (nz_ - 2) * (nz_ - 2); blockDim.x = 256;
+  for (long long t = 0; t < total; ++t) { blockIdx.x = t / 256; threadIdx.x = t % 256;
+     frechet_kernel(eps, chi, rho, drho, has, nx, nz_, ns, F); }
+}
+extern "C" void run_construct(const double* D0, const double* lo0, const double* up0, const double* F,
+    const double* rhs, const double* bflat, double cpdz, int nx, int nz_, double* D, double* lo, double* up, double* b) {
+  long long total = (long long)nx * nz_ * nz_; blockDim.x = 256;
+  for (long long t = 0; t < total; ++t) { blockIdx.x = t / 256; threadIdx.x = t % 256;
+     construct_kernel(D0, lo0, up0, F, rhs, bflat, cpdz, nx, nz_, D, lo, up, b); }
+}
+"""
+
+
+def _cuda_sources():
+    """(_FRECHET_SRC, _SOLVE_SRC) of cuda_blocktri.py without importing CuPy."""
+    import ast
+    from pathlib import Path
+    path = Path(blocktri.__file__).parent / "kernels" / "cuda_blocktri.py"
+    out = {}
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") in ("_FRECHET_SRC", "_SOLVE_SRC"):
+            out[node.targets[0].id] = node.value.value
+    return out["_FRECHET_SRC"], out["_SOLVE_SRC"]
+
+
+@pytest.fixture(scope="module")
+def emulated(tmp_path_factory):
+    import ctypes
+    import shutil
+    import subprocess
+    if shutil.which("g++") is None:
+        pytest.skip("needs g++ (C++20) to run the CUDA source on the host")
+    tmp = tmp_path_factory.mktemp("blocktri_emul")
+    fre, sol = _cuda_sources()
+    libs = {}
+
+    def get(NZ):
+        if NZ not in libs:
+            cpp, so = tmp / f"emul{NZ}.cpp", tmp / f"emul{NZ}.so"
+            cpp.write_text(_STUB + fre + sol.format(nz=NZ, nwarps=min(32, NZ)) + _HARNESS)
+            r = subprocess.run(["g++", "-std=c++20", "-O1", "-w", "-ffp-contract=off", "-shared", "-fPIC",
+                                "-pthread", "-o", str(so), str(cpp)], capture_output=True, text=True)
+            if r.returncode:
+                if "barrier" in r.stderr and "No such file" in r.stderr:
+                    pytest.skip("g++ without <barrier> (C++20)")
+                raise AssertionError(r.stderr[-3000:])
+            libs[NZ] = ctypes.CDLL(str(so))
+        return libs[NZ]
+    return get
+
+
+def _p(a):
+    import ctypes
+    assert a.flags.c_contiguous
+    return a.ctypes.data_as(ctypes.c_void_p)
+
+
+def _emul_solve(lib, D, lo, up, b, dirm):
+    NX, NZ = b.shape
+    G, z, x = np.empty((NX, NZ, NZ)), np.empty((NX, NZ)), np.full(NX * NZ, np.nan)
+    args = [np.ascontiguousarray(a) for a in (D, lo, up, b)] + [np.ascontiguousarray(dirm.astype(np.uint8))]
+    lib.run_solve(*map(_p, args), NX, _p(G), _p(z), _p(x))
+    return x
+
+
+@pytest.mark.parametrize("mesh", [("mesh.NX=13", "mesh.NZ=11"), ("mesh.NX=10", "mesh.NZ=9")])
+@pytest.mark.parametrize("bc", ["neumann", "dirichlet"])
+def test_emulated_cuda_construct_and_solve(emulated, mesh, bc, rng):
+    import ctypes
+    m = model(*mesh)
+    NX, NZ = m.NX, m.NZ
+    lib = emulated(NZ)
+    sysm, F, rhs, bvals, A, b, x0 = _problem(m, bc, rng)
+    bs = blocktri.BlockSystem(sysm)
+    ref = blocktri.construct(np, bs, F, rhs, bvals)
+    out = [np.empty((NX, NZ, NZ)), np.empty((NX, NZ)), np.empty((NX, NZ)), np.empty((NX, NZ))]
+    ins = [np.ascontiguousarray(a, dtype=float) for a in (bs.D0, bs.lo0, bs.up0, F, rhs, bvals)]
+    lib.run_construct(*map(_p, ins), ctypes.c_double(sysm.cp_dz), NX, NZ, *map(_p, out))
+    for o, r in zip(out, ref):
+        np.testing.assert_allclose(o, r, rtol=1e-15, atol=1e-15 * np.abs(r).max())
+    x = _emul_solve(lib, *out, bs.dirichlet)
+    assert np.abs(x - x0).max() <= 1e-12 * np.abs(x0).max()
+    d = sysm.dirichlet_flat
+    np.testing.assert_array_equal(x[d], bvals[d])
+
+
+def test_emulated_cuda_solve_pivots(emulated, rng):
+    """The indefinite case of test_block_thomas_indefinite_frechet_needs_pivoting on the kernel."""
+    m = model("mesh.NX=11", "mesh.NZ=9")
+    nz = m.NZ - 2
+    sysm = poisson.NewtonSystem(m, "dirichlet")
+    bs = blocktri.BlockSystem(sysm)
+    F = _spd_F(rng, m.NX - 2, nz)
+    F0 = rng.standard_normal((nz, nz))
+    F[0] = F0 + F0.T
+
+    def minor3(t):
+        M = bs.D0[1].copy()
+        M[1:-1, 1:-1] += bs.cp_dz * F[0]
+        M[2, 2] += bs.cp_dz * t
+        return np.linalg.det(M[:3, :3])
+
+    F[0, 1, 1] += -minor3(0.0) / (minor3(1.0) - minor3(0.0))
+    sysm, F, rhs, bvals, A, b, x0 = _problem(m, "dirichlet", rng, F=F)
+    D, lo, up, bb = blocktri.construct(np, bs, F, rhs, bvals)
+    x = _emul_solve(emulated(m.NZ), D, lo, up, bb, bs.dirichlet)
+    assert np.abs(x - x0).max() <= 1e-10 * np.abs(x0).max()
+
+
+def _random_eigen(m, rng):
+    NX, NZ, NS = m.NX, m.NZ, m.N_sbn
+    eps = rng.standard_normal((NX, 3, NS)).cumsum(axis=2) + 0.1 * np.arange(NS)
+    chi = rng.standard_normal((NX, 3, NS, NZ))
+    chi[..., 0] = chi[..., -1] = 0.0
+    rho = np.exp(-eps) * rng.uniform(0.5, 1.5, eps.shape)  # not monotone in eps: indefinite pairs
+    return eps, chi, rho
+
+
+@pytest.mark.parametrize("with_drho", [True, False])
+def test_emulated_cuda_frechet(emulated, with_drho, rng):
+    m = model("mesh.NX=10", "mesh.NZ=11")
+    eps, chi, rho = _random_eigen(m, rng)
+    drho = 0.7 * rho if with_drho else None
+    F0 = poisson.frechet(m, NP, eps, chi, rho, drho)
+    F1 = np.empty_like(F0)
+    lib = emulated(m.NZ)
+    lib.run_frechet(_p(eps), _p(chi), _p(rho), _p(drho if with_drho else rho), int(with_drho),
+                    m.NX, m.NZ, m.N_sbn, _p(F1))
+    np.testing.assert_allclose(F1, F0, rtol=1e-12, atol=1e-13 * np.abs(F0).max())
+
+
+# ---------------------------------------------------------------------- on the GPU
+GPU_MESHES = [("mesh.NX=13", "mesh.NZ=11"), ("mesh.NX=17", "mesh.NZ=33"), ("mesh.NX=9", "mesh.NZ=65")]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("mesh", GPU_MESHES)
+@pytest.mark.parametrize("bc", ["neumann", "dirichlet"])
+def test_cuda_block_system_matches_sparse_lu(cupy_backend, mesh, bc, rng):
+    from solver.bsp.kernels import cuda_blocktri
+    xp = cupy_backend.xp
+    m = model(*mesh)
+    sysm, F, rhs, bvals, A, b, x0 = _problem(m, bc, rng)
+    bs = blocktri.BlockSystem(sysm)
+    ref = blocktri.construct(np, bs, F, rhs, bvals)
+    (Dd, lod, upd), bd = cuda_blocktri.construct_linsys(m, cupy_backend, sysm, xp.asarray(F), xp.asarray(rhs), bvals)
+    for o, r in zip((Dd, lod, upd, bd), ref):
+        o = cupy_backend.to_numpy(o)
+        np.testing.assert_allclose(o, r, rtol=1e-15, atol=1e-15 * np.abs(r).max())
+    x = cupy_backend.to_numpy(cuda_blocktri.solve_linsys(m, cupy_backend, sysm, (Dd, lod, upd), bd))
+    assert np.abs(x - x0).max() <= 1e-11 * np.abs(x0).max()
+    d = sysm.dirichlet_flat
+    np.testing.assert_array_equal(x[d], bvals[d])
+    # through the hooks of poisson.construct / poisson.solve (numerics.kernels = auto)
+    A2, b2 = poisson.construct(m, cupy_backend, sysm, xp.asarray(F), xp.asarray(rhs), bvals)
+    x2 = cupy_backend.to_numpy(poisson.solve(m, cupy_backend, sysm, A2, b2))
+    np.testing.assert_array_equal(x2, x)
+
+
+@pytest.mark.gpu
+def test_cuda_block_solve_pivots(cupy_backend, rng):
+    from solver.bsp.kernels import cuda_blocktri
+    xp = cupy_backend.xp
+    m = model("mesh.NX=11", "mesh.NZ=9")
+    nz = m.NZ - 2
+    sysm = poisson.NewtonSystem(m, "dirichlet")
+    bs = blocktri.BlockSystem(sysm)
+    F = _spd_F(rng, m.NX - 2, nz)
+    F0 = rng.standard_normal((nz, nz))
+    F[0] = F0 + F0.T
+
+    def minor3(t):
+        M = bs.D0[1].copy()
+        M[1:-1, 1:-1] += bs.cp_dz * F[0]
+        M[2, 2] += bs.cp_dz * t
+        return np.linalg.det(M[:3, :3])
+
+    F[0, 1, 1] += -minor3(0.0) / (minor3(1.0) - minor3(0.0))
+    sysm, F, rhs, bvals, A, b, x0 = _problem(m, "dirichlet", rng, F=F)
+    Ad, bd = cuda_blocktri.construct_linsys(m, cupy_backend, sysm, xp.asarray(F), xp.asarray(rhs), bvals)
+    x = cupy_backend.to_numpy(cuda_blocktri.solve_linsys(m, cupy_backend, sysm, Ad, bd))
+    assert np.abs(x - x0).max() <= 1e-10 * np.abs(x0).max()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("mesh", [("mesh.NX=10", "mesh.NZ=11"), ("mesh.NX=33", "mesh.NZ=33"), ("mesh.NX=9", "mesh.NZ=65")])
+@pytest.mark.parametrize("with_drho", [True, False])
+def test_cuda_frechet_matches_reference(cupy_backend, mesh, with_drho, rng):
+    from solver.bsp.kernels import cuda_blocktri
+    xp = cupy_backend.xp
+    m = model(*mesh)
+    eps, chi, rho = _random_eigen(m, rng)
+    drho = 0.7 * rho if with_drho else None
+    F0 = poisson.frechet(m, NP, eps, chi, rho, drho)
+    args = [xp.asarray(a) for a in (eps, chi, rho)] + [None if drho is None else xp.asarray(drho)]
+    F1 = cupy_backend.to_numpy(cuda_blocktri.frechet(m, cupy_backend, *args))
+    np.testing.assert_allclose(F1, F0, rtol=1e-12, atol=1e-13 * np.abs(F0).max())
+    F2 = cupy_backend.to_numpy(poisson.frechet(m, cupy_backend, *args))  # through the hook
+    np.testing.assert_array_equal(F2, F1)
+
+
+@pytest.mark.gpu
+def test_cuda_fast_paths_are_the_block_versions(cupy_backend):
+    from solver.bsp import kernels
+    from solver.bsp.kernels import cuda_blocktri, cuda_iter
+    m = model("mesh.NX=13", "mesh.NZ=11")
+    for name in ("construct_linsys", "solve_linsys", "frechet"):
+        assert kernels.lookup(m, cupy_backend, name) is getattr(cuda_blocktri, name)
+    assert kernels.lookup(m, cupy_backend, "solve_eigen") is cuda_iter.solve_eigen
+    assert callable(cuda_iter.construct_linsys) and callable(cuda_iter.solve_linsys)  # the dense baseline
+
+
+@pytest.mark.gpu
+def test_gpu_run_auto_vs_array(cupy_backend):
+    """A few whole time steps with every fast path (numerics.kernels = auto) against the array code."""
+    from solver.bsp.simulation import Simulation
+    states = {}
+    for mode in ("array", "auto"):
+        cfg = load(None, ["mesh.N_sbn=3", "mesh.NX=17", "mesh.NZ=17", "mesh.NW=40", "mesh.NPHI=12",
+                          "output.progress=false", "numerics.backend=cupy", f"numerics.kernels={mode}",
+                          "time.steps=5", "time.t_end_ps=null"])
+        sim = Simulation(cfg, cupy_backend, None, progress=False)
+        sim.run(resume=False)
+        assert sim.state.step == 5
+        states[mode] = {k: cupy_backend.to_numpy(getattr(sim.state, k)) for k in ("Phi", "V", "eps", "rho")}
+    for k in ("Phi", "V", "eps", "rho"):
+        a, f = states["array"][k], states["auto"][k]
+        r = np.abs(f - a).max() / np.abs(a).max()
+        print(f"5 steps auto vs array: {k} max rel diff {r:.3e}")
+        assert r <= 1e-10, (k, r)

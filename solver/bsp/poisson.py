@@ -135,7 +135,11 @@ def frechet(model, backend, eps, chi, rho, drho=None):
     rho held fixed).  The unordered-pair form is the papers' ordered double sum p != p' summed
     pairwise; it equals the three variants of physics.md §8.  Evaluated as one batched matmul
     B^T diag(c) B per column, B = the (3 (N_sbn + N_sbn (N_sbn-1)/2), NZ-2) products.
+    A backend's fast path (``kernels.lookup(..., "frechet")``) may compute it directly.
     """
+    fast = _kernels.lookup(model, backend, "frechet")
+    if fast is not None:
+        return fast(model, backend, eps, chi, rho, drho)
     xp = backend.xp
     n = eps.shape[-1]
     ch = chi[1:-1, :, :, 1:-1]  # (NXi, 3, n, nz)

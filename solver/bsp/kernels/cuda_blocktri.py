@@ -1,0 +1,339 @@
+"""CUDA fast paths of the Newton step of ITER: the Frechet kernel and the block-tridiagonal linear
+system (solver/bsp/blocktri.py is the array reference and documents the algorithm).
+
+``frechet``          F_i(j, j') for every interior (i, j, j') in ONE launch: one thread per entry
+                     sums the 3 valleys' N_sbn squares (when drho is given) and N_sbn (N_sbn-1)/2
+                     pairs directly (the array code needs ~15 launches: gathers, concatenations
+                     and a batched matmul).
+``construct_linsys`` the row-equilibrated block form (D (NX, NZ, NZ), lo, up, b (NX, NZ)) in ONE
+                     launch: one thread per block entry adds c_p dz F to the static blocks (built
+                     once from poisson.NewtonSystem by blocktri.BlockSystem) and divides by the row
+                     diagonal.  No dense (NX NZ)^2 matrix.
+``solve_linsys``     block Thomas in ONE launch of ONE thread block (the x-sweep is sequential):
+                     per column i, S_i = D_i - diag(lo_i) G_{i-1} and r_i are loaded into
+                     registers (thread (warp w, lane l) owns rows w + NWARPS s and columns
+                     l + 32 t of [S_i | r_i]), then NZ Gauss-Jordan exchange steps with implicit
+                     partial pivoting (every warp finds the pivot row by the same butterfly
+                     reduction, so no extra barrier; two __syncthreads per step) leave the
+                     permuted inverse in place (blocktri.exchange_inverse says which entry is
+                     which); G_i = S_i^{-1} diag(up_i) and z_i = S_i^{-1} r_i go to global memory
+                     (L2-resident: 2.2 MB on the standard mesh); then the back sweep
+                     x_i = z_i - G_i x_{i+1}, one warp per row.  Dirichlet entries are set to b
+                     exactly, as poisson.solve does.  Pivoting: see blocktri's docstring.
+
+The dense versions (cuda_iter.construct_linsys / solve_linsys: cuSOLVER getrf on the dense matrix)
+stay importable for comparison.  Importing this module needs CuPy.
+"""
+from __future__ import annotations
+
+import cupy as cp
+import numpy as np
+
+from solver.bsp import blocktri
+
+__all__ = ["frechet", "construct_linsys", "solve_linsys"]
+
+_FRECHET_SRC = r"""
+extern "C" __global__ void frechet_kernel(
+    const double* __restrict__ eps,    // (NX, 3, NS)
+    const double* __restrict__ chi,    // (NX, 3, NS, NZ)
+    const double* __restrict__ rho,    // (NX, 3, NS)
+    const double* __restrict__ drho,   // (NX, 3, NS) or unused
+    const int has_drho, const int NX, const int NZ, const int NS,
+    double* __restrict__ F)            // (NX-2, NZ-2, NZ-2)
+{
+    const int nz = NZ - 2;
+    const long long total = (long long)(NX - 2) * nz * nz;
+    long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= total) return;
+    const int jp = (int)(t % nz);
+    const int j = (int)((t / nz) % nz);
+    const int i = (int)(t / ((long long)nz * nz)) + 1;
+    double acc = 0.0;
+    for (int nu = 0; nu < 3; ++nu) {
+        const int base = (i * 3 + nu) * NS;
+        const double* c = chi + (size_t)base * NZ;
+        for (int p = 0; p < NS; ++p) {
+            const double cpj = c[p * NZ + j + 1], cpk = c[p * NZ + jp + 1];
+            if (has_drho) acc += 2.0 * drho[base + p] * (cpj * cpj) * (cpk * cpk);
+            const double rp = rho[base + p], ep = eps[base + p];
+            for (int q = p + 1; q < NS; ++q) {
+                const double coef = 4.0 * (rp - rho[base + q]) / (eps[base + q] - ep);
+                acc += coef * (cpj * c[q * NZ + j + 1]) * (cpk * c[q * NZ + jp + 1]);
+            }
+        }
+    }
+    F[t] = acc;
+}
+
+extern "C" __global__ void construct_kernel(
+    const double* __restrict__ D0,     // (NX, NZ, NZ) static blocks, unscaled
+    const double* __restrict__ lo0,    // (NX, NZ)
+    const double* __restrict__ up0,    // (NX, NZ)
+    const double* __restrict__ F,      // (NX-2, NZ-2, NZ-2)
+    const double* __restrict__ rhs,    // (NX-2, NZ-2)
+    const double* __restrict__ bflat,  // (NX, NZ)
+    const double cpdz, const int NX, const int NZ,
+    double* __restrict__ D, double* __restrict__ lo, double* __restrict__ up, double* __restrict__ b)
+{
+    const long long total = (long long)NX * NZ * NZ;
+    long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= total) return;
+    const int nz = NZ - 2;
+    const int c = (int)(t % NZ);
+    const int r = (int)((t / NZ) % NZ);
+    const int i = (int)(t / ((long long)NZ * NZ));
+    const bool in_r = i > 0 && i < NX - 1 && r > 0 && r < NZ - 1;
+    const size_t fr = ((size_t)(i - 1) * nz + (r - 1)) * nz;  // only used when in_r
+    const size_t row = ((size_t)i * NZ + r) * NZ;
+    double dg = D0[row + r];
+    if (in_r) dg += cpdz * F[fr + r - 1];
+    double v = D0[t];
+    if (in_r && c > 0 && c < NZ - 1) v += cpdz * F[fr + c - 1];
+    const double s = 1.0 / dg;
+    D[t] = v * s;
+    if (c == 0) {
+        const int k = i * NZ + r;
+        lo[k] = lo0[k] * s;
+        up[k] = up0[k] * s;
+        b[k] = (in_r ? rhs[(size_t)(i - 1) * nz + r - 1] : bflat[k]) * s;
+    }
+}
+"""
+
+_SOLVE_SRC = r"""
+#define NZ {nz}
+#define NWARPS {nwarps}
+#define RS ((NZ + NWARPS - 1) / NWARPS)   // row slots per thread
+#define CS ((NZ + 1 + 31) / 32)           // column slots per thread (NZ columns + the rhs)
+#define AS ((NZ + 31) / 32)               // rows per lane in the pivot search
+extern "C" __global__ void __launch_bounds__(NWARPS * 32) blocktri_solve(
+    const double* __restrict__ D,      // (NX, NZ, NZ) row-equilibrated blocks
+    const double* __restrict__ lo,     // (NX, NZ)
+    const double* __restrict__ up,     // (NX, NZ)
+    const double* __restrict__ b,      // (NX, NZ)
+    const unsigned char* __restrict__ dir,  // (NX, NZ) Dirichlet mask
+    const int NX,
+    double* G,                         // (NX, NZ, NZ) work: S_i^{{-1}} diag(up_i)
+    double* z,                         // (NX, NZ)     work: S_i^{{-1}} r_i
+    double* __restrict__ x)            // (NX, NZ)     the solution
+{{
+    const int lane = threadIdx.x & 31;
+    const int w = threadIdx.x >> 5;
+    __shared__ double colk[2][NZ];
+    __shared__ double rowp[CS * 32];
+    __shared__ double zs[NZ];
+    __shared__ double xs[NZ];
+    __shared__ int pOf[NZ];
+    __shared__ int kOf[NZ];
+    double a[RS][CS];
+    for (int i = 0; i < NX; ++i) {{
+        // [S_i | r_i] into registers; column 0 into colk[0]
+        #pragma unroll
+        for (int s = 0; s < RS; ++s) {{
+            const int r = w + NWARPS * s;
+            const double l = (r < NZ && i > 0) ? lo[i * NZ + r] : 0.0;
+            #pragma unroll
+            for (int t = 0; t < CS; ++t) {{
+                const int c = lane + 32 * t;
+                double v = 0.0;
+                if (r < NZ && c < NZ) {{
+                    v = D[((size_t)i * NZ + r) * NZ + c];
+                    if (i > 0) v -= l * G[((size_t)(i - 1) * NZ + r) * NZ + c];
+                }} else if (r < NZ && c == NZ) {{
+                    v = b[i * NZ + r];
+                    if (i > 0) v -= l * zs[r];
+                }}
+                a[s][t] = v;
+                if (c == 0 && r < NZ) colk[0][r] = v;
+            }}
+        }}
+        unsigned used = 0u;  // bit s: row lane + 32 s has been a pivot row
+        __syncthreads();
+        for (int k = 0; k < NZ; ++k) {{
+            const int cur = k & 1, nxt = cur ^ 1;
+            // pivot row: largest |a[r][k]| among unused rows, the first on ties (every warp alike)
+            double best = -1.0;
+            int bi = 0x7fffffff;
+            #pragma unroll
+            for (int s = 0; s < AS; ++s) {{
+                const int r = lane + 32 * s;
+                if (r < NZ && !((used >> s) & 1u)) {{
+                    const double v = fabs(colk[cur][r]);
+                    if (v > best) {{ best = v; bi = r; }}
+                }}
+            }}
+            #pragma unroll
+            for (int off = 16; off > 0; off >>= 1) {{
+                const double ob = __shfl_xor_sync(0xffffffffu, best, off);
+                const int oi = __shfl_xor_sync(0xffffffffu, bi, off);
+                if (ob > best || (ob == best && oi < bi)) {{ best = ob; bi = oi; }}
+            }}
+            const int p = bi;
+            if ((p & 31) == lane) used |= 1u << (p >> 5);
+            const double piv = colk[cur][p];
+            if (w == p % NWARPS) {{
+                #pragma unroll
+                for (int s = 0; s < RS; ++s)
+                    if (s == p / NWARPS) {{
+                        #pragma unroll
+                        for (int t = 0; t < CS; ++t) rowp[lane + 32 * t] = a[s][t];
+                    }}
+            }}
+            if (threadIdx.x == 0) {{ pOf[k] = p; kOf[p] = k; }}
+            __syncthreads();
+            const double ipiv = 1.0 / piv;
+            #pragma unroll
+            for (int s = 0; s < RS; ++s) {{
+                const int r = w + NWARPS * s;
+                if (r < NZ) {{
+                    const double fr = colk[cur][r] * ipiv;
+                    #pragma unroll
+                    for (int t = 0; t < CS; ++t) {{
+                        const int c = lane + 32 * t;
+                        double v = a[s][t];
+                        if (r == p) v = (c == k) ? ipiv : v * ipiv;
+                        else if (c == k) v = -fr;
+                        else v -= fr * rowp[c];
+                        a[s][t] = v;
+                        if (c == k + 1) colk[nxt][r] = v;
+                    }}
+                }}
+            }}
+            __syncthreads();
+        }}
+        // a[rho][kappa] = S^-1[kOf[rho]][pOf[kappa]], a[rho][NZ] = z[kOf[rho]]
+        #pragma unroll
+        for (int s = 0; s < RS; ++s) {{
+            const int r = w + NWARPS * s;
+            if (r < NZ) {{
+                const int k = kOf[r];
+                #pragma unroll
+                for (int t = 0; t < CS; ++t) {{
+                    const int c = lane + 32 * t;
+                    if (c < NZ) {{
+                        const int q = pOf[c];
+                        G[((size_t)i * NZ + k) * NZ + q] = a[s][t] * up[i * NZ + q];
+                    }} else if (c == NZ) {{
+                        z[i * NZ + k] = a[s][t];
+                        zs[k] = a[s][t];
+                    }}
+                }}
+            }}
+        }}
+        __syncthreads();
+    }}
+    // back sweep: x_{{NX-1}} = z_{{NX-1}}, x_i = z_i - G_i x_{{i+1}}
+    for (int k = threadIdx.x; k < NZ; k += blockDim.x) {{
+        xs[k] = zs[k];
+        const int g = (NX - 1) * NZ + k;
+        x[g] = dir[g] ? b[g] : zs[k];
+    }}
+    __syncthreads();
+    for (int i = NX - 2; i >= 0; --i) {{
+        double val[RS];
+        #pragma unroll
+        for (int s = 0; s < RS; ++s) {{
+            const int k = w + NWARPS * s;
+            double acc = 0.0;
+            if (k < NZ) {{
+                const double* g = G + ((size_t)i * NZ + k) * NZ;
+                for (int q = lane; q < NZ; q += 32) acc += g[q] * xs[q];
+            }}
+            #pragma unroll
+            for (int off = 16; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
+            val[s] = (k < NZ) ? z[i * NZ + k] - acc : 0.0;
+        }}
+        __syncthreads();
+        if (lane == 0) {{
+            #pragma unroll
+            for (int s = 0; s < RS; ++s) {{
+                const int k = w + NWARPS * s;
+                if (k < NZ) {{
+                    xs[k] = val[s];
+                    const int g = i * NZ + k;
+                    x[g] = dir[g] ? b[g] : val[s];
+                }}
+            }}
+        }}
+        __syncthreads();
+    }}
+}}
+"""
+
+_cache: dict = {}
+
+
+def _module():
+    if "mod" not in _cache:
+        _cache["mod"] = cp.RawModule(code=_FRECHET_SRC, options=("-std=c++14",))
+    return _cache["mod"]
+
+
+def _solve_kernel(NZ: int):
+    key = ("solve", NZ)
+    if key not in _cache:
+        nwarps = min(32, NZ)
+        src = _SOLVE_SRC.format(nz=NZ, nwarps=nwarps)
+        _cache[key] = (cp.RawKernel(src, "blocktri_solve", options=("-std=c++14",)), nwarps * 32)
+    return _cache[key]
+
+
+def _static(model, sysm):
+    """Device copies of the static block form, cached on the model per boundary condition."""
+    cache = model._device_cache
+    k = ("cuda_blocktri", sysm.x_bc)
+    if k not in cache or cache[k][0] is not sysm:
+        bs = blocktri.block_system(model, sysm)
+        cache[k] = (sysm, cp.asarray(bs.D0), cp.asarray(bs.lo0), cp.asarray(bs.up0),
+                    cp.asarray(bs.dirichlet.astype(np.uint8)))
+    return cache[k][1:]
+
+
+def _f64(a):
+    return cp.ascontiguousarray(cp.asarray(a, dtype=cp.float64))
+
+
+def _grid(n, block=256):
+    return ((n + block - 1) // block,), (block,)
+
+
+def frechet(model, backend, eps, chi, rho, drho=None):
+    """F (NX-2, NZ-2, NZ-2) on the device, one launch (poisson.frechet's fast path)."""
+    eps, chi, rho = _f64(eps), _f64(chi), _f64(rho)
+    NX, _, NS, NZ = chi.shape
+    F = cp.empty((NX - 2, NZ - 2, NZ - 2))
+    dr = _f64(drho) if drho is not None else rho
+    g, b = _grid(F.size)
+    _module().get_function("frechet_kernel")(
+        g, b, (eps, chi, rho, dr, np.int32(drho is not None), np.int32(NX), np.int32(NZ), np.int32(NS), F))
+    return F
+
+
+def construct_linsys(model, backend, sysm, F, rhs_int, bflat):
+    """((D, lo, up), b): the row-equilibrated block form on the device (phase constrlinsys)."""
+    NX, NZ = sysm.NX, sysm.NZ
+    D0, lo0, up0, _ = _static(model, sysm)
+    D = cp.empty((NX, NZ, NZ))
+    lo = cp.empty((NX, NZ))
+    up = cp.empty((NX, NZ))
+    b = cp.empty((NX, NZ))
+    g, blk = _grid(D.size)
+    _module().get_function("construct_kernel")(
+        g, blk, (D0, lo0, up0, _f64(F), _f64(rhs_int), _f64(bflat), np.float64(sysm.cp_dz),
+                 np.int32(NX), np.int32(NZ), D, lo, up, b))
+    return (D, lo, up), b
+
+
+def solve_linsys(model, backend, sysm, A, b):
+    """x (NX NZ,) of the block system by block Thomas in one single-block launch (phase
+    solvelinsys); Dirichlet entries equal b exactly."""
+    D, lo, up = A
+    NX, NZ = sysm.NX, sysm.NZ
+    dirm = _static(model, sysm)[3]
+    G = cp.empty((NX, NZ, NZ))
+    z = cp.empty((NX, NZ))
+    x = cp.empty(NX * NZ)
+    kern, nthr = _solve_kernel(NZ)
+    kern((1,), (nthr,), (D, lo, up, b, dirm, np.int32(NX), G, z, x))
+    return x
