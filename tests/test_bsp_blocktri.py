@@ -155,7 +155,8 @@ static dim3_ blockDim;
 #define __launch_bounds__(x)
 #define __restrict__
 static std::barrier<>* g_bar;
-struct WarpX { std::barrier<>* bar; double dv[32]; int iv[32]; };
+#include <cstring>
+struct WarpX { std::barrier<>* bar; double dv[32]; int iv[32]; unsigned uv[32]; };
 static WarpX* g_warps;
 static inline void __syncthreads() { g_bar->arrive_and_wait(); }
 template <class T> static inline T shfl_(T v, int off, T* buf) {
@@ -163,6 +164,11 @@ template <class T> static inline T shfl_(T v, int off, T* buf) {
   buf[l] = v; W.bar->arrive_and_wait(); T r = buf[l ^ off]; W.bar->arrive_and_wait(); return r; }
 static inline double __shfl_xor_sync(unsigned, double v, int off) { return shfl_(v, off, g_warps[threadIdx.x / 32].dv); }
 static inline int __shfl_xor_sync(unsigned, int v, int off) { return shfl_(v, off, g_warps[threadIdx.x / 32].iv); }
+static inline unsigned __reduce_max_sync(unsigned, unsigned v) {
+  WarpX& W = g_warps[threadIdx.x / 32]; int l = threadIdx.x % 32;
+  W.uv[l] = v; W.bar->arrive_and_wait(); unsigned r = 0; for (int i = 0; i < 32; ++i) r = W.uv[i] > r ? W.uv[i] : r;
+  W.bar->arrive_and_wait(); return r; }
+static inline unsigned __float_as_uint(float f) { unsigned u; std::memcpy(&u, &f, 4); return u; }
 """
 
 _HARNESS = r"""

@@ -13,8 +13,9 @@ system (solver/bsp/blocktri.py is the array reference and documents the algorith
                      per column i, S_i = D_i - diag(lo_i) G_{i-1} and r_i are loaded into
                      registers (thread (warp w, lane l) owns rows w + NWARPS s and columns
                      l + 32 t of [S_i | r_i]), then NZ Gauss-Jordan exchange steps with implicit
-                     partial pivoting (every warp finds the pivot row by the same butterfly
-                     reduction, so no extra barrier; two __syncthreads per step) leave the
+                     partial pivoting (every warp finds the pivot row by the same
+                     __reduce_max_sync over a 32-bit key, so no extra barrier; two __syncthreads
+                     per step) leave the
                      permuted inverse in place (blocktri.exchange_inverse says which entry is
                      which); G_i = S_i^{-1} diag(up_i) and z_i = S_i^{-1} r_i go to global memory
                      (L2-resident: 2.2 MB on the standard mesh); then the back sweep
@@ -126,6 +127,7 @@ extern "C" __global__ void __launch_bounds__(NWARPS * 32) blocktri_solve(
     __shared__ double xs[NZ];
     __shared__ int pOf[NZ];
     __shared__ int kOf[NZ];
+    __shared__ double sipiv;
     double a[RS][CS];
     for (int i = 0; i < NX; ++i) {{
         // [S_i | r_i] into registers; column 0 into colk[0]
@@ -152,27 +154,26 @@ extern "C" __global__ void __launch_bounds__(NWARPS * 32) blocktri_solve(
         __syncthreads();
         for (int k = 0; k < NZ; ++k) {{
             const int cur = k & 1, nxt = cur ^ 1;
-            // pivot row: largest |a[r][k]| among unused rows, the first on ties (every warp alike)
-            double best = -1.0;
-            int bi = 0x7fffffff;
+            // pivot row: largest |a[r][k]| among unused rows, the first on near-ties, found by every
+            // warp alike with one __reduce_max_sync over a 32-bit key: the float bits of |a| (monotone
+            // for |a| >= 0) with the low 7 mantissa bits replaced by 127 - r (so a pivot within a factor
+            // 1 + 2^-16 of the largest may be taken: partial pivoting's bound is unchanged to that
+            // factor); used rows have key 0, which every unused row (r < 127) beats.
+            unsigned key = 0u;
             #pragma unroll
             for (int s = 0; s < AS; ++s) {{
                 const int r = lane + 32 * s;
                 if (r < NZ && !((used >> s) & 1u)) {{
-                    const double v = fabs(colk[cur][r]);
-                    if (v > best) {{ best = v; bi = r; }}
+                    const float v = (float)fmin(fabs(colk[cur][r]), 3.0e38);
+                    const unsigned kk = (__float_as_uint(v) & ~0x7Fu) | (unsigned)(127 - r);
+                    key = kk > key ? kk : key;
                 }}
             }}
-            #pragma unroll
-            for (int off = 16; off > 0; off >>= 1) {{
-                const double ob = __shfl_xor_sync(0xffffffffu, best, off);
-                const int oi = __shfl_xor_sync(0xffffffffu, bi, off);
-                if (ob > best || (ob == best && oi < bi)) {{ best = ob; bi = oi; }}
-            }}
-            const int p = bi;
+            key = __reduce_max_sync(0xffffffffu, key);
+            const int p = 127 - (int)(key & 0x7Fu);
             if ((p & 31) == lane) used |= 1u << (p >> 5);
-            const double piv = colk[cur][p];
             if (w == p % NWARPS) {{
+                if (lane == 0) sipiv = 1.0 / colk[cur][p];
                 #pragma unroll
                 for (int s = 0; s < RS; ++s)
                     if (s == p / NWARPS) {{
@@ -182,7 +183,7 @@ extern "C" __global__ void __launch_bounds__(NWARPS * 32) blocktri_solve(
             }}
             if (threadIdx.x == 0) {{ pOf[k] = p; kOf[p] = k; }}
             __syncthreads();
-            const double ipiv = 1.0 / piv;
+            const double ipiv = sipiv;
             #pragma unroll
             for (int s = 0; s < RS; ++s) {{
                 const int r = w + NWARPS * s;
@@ -273,6 +274,8 @@ def _module():
 def _solve_kernel(NZ: int):
     key = ("solve", NZ)
     if key not in _cache:
+        if NZ > 127:
+            raise ValueError("cuda_blocktri: NZ <= 127 (the pivot key holds the row in 7 bits)")
         nwarps = min(32, NZ)
         src = _SOLVE_SRC.format(nz=NZ, nwarps=nwarps)
         _cache[key] = (cp.RawKernel(src, "blocktri_solve", options=("-std=c++14",)), nwarps * 32)
