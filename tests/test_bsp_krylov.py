@@ -120,7 +120,7 @@ def test_real_newton_systems_with_ilut(newton_systems, impl):
 
 
 def test_save_load_roundtrip(newton_systems, tmp_path):
-    p = tmp_path / "s.npz"
+    p = tmp_path / "s.h5"
     K.save_systems(p, newton_systems[:4])
     back = K.load_systems(p)
     assert len(back) == 4

@@ -858,7 +858,8 @@ def capture_systems(cfg_path=None, overrides=(), steps: int = 2, backend: str = 
 
 
 def save_systems(path, systems, attrs: dict | None = None) -> None:
-    """Systems to one .npz (written atomically); patterns shared between systems are stored once."""
+    """Systems to one HDF5 file (solver.io.write_hdf5, atomic; *.h5 is not committed); patterns
+    shared between systems are stored once."""
     from solver import io
 
     arrays, pats = {}, []
@@ -881,24 +882,23 @@ def save_systems(path, systems, attrs: dict | None = None) -> None:
         arrays[f"indices_p{j}"] = ix
     arrays["step"] = np.array([s["step"] for s in systems])
     arrays["call"] = np.array([s["call"] for s in systems])
-    arrays["x_bc"] = np.array([s["x_bc"] for s in systems])
+    arrays["x_bc"] = np.array([s["x_bc"] for s in systems], dtype="S")
     arrays["n"] = np.array(systems[0]["A"].shape[0] if systems else 0)
-    import json
-    arrays["attrs"] = np.array(json.dumps(attrs or {}, default=str))
-    with io.atomic_path(path) as tmp:
-        with open(tmp, "wb") as f:
-            np.savez(f, **arrays)
+    io.write_hdf5(path, arrays, attrs or {})
 
 
 def load_systems(path) -> list[dict]:
-    with np.load(path, allow_pickle=False) as z:
-        n = int(z["n"])
+    import h5py
+
+    with h5py.File(path, "r") as z:
+        n = int(z["n"][()])
+        steps, calls, bcs = z["step"][()], z["call"][()], z["x_bc"][()]
         out = []
-        for i in range(z["step"].size):
-            k = int(z[f"pattern_{i}"])
-            A = sp.csr_matrix((z[f"data_{i}"], z[f"indices_p{k}"], z[f"indptr_p{k}"]), shape=(n, n))
-            out.append({"A": A, "b": z[f"b_{i}"], "x": z[f"x_{i}"], "x_bc": str(z["x_bc"][i]),
-                        "step": int(z["step"][i]), "call": int(z["call"][i])})
+        for i in range(steps.size):
+            k = int(z[f"pattern_{i}"][()])
+            A = sp.csr_matrix((z[f"data_{i}"][()], z[f"indices_p{k}"][()], z[f"indptr_p{k}"][()]), shape=(n, n))
+            out.append({"A": A, "b": z[f"b_{i}"][()], "x": z[f"x_{i}"][()], "x_bc": bcs[i].decode(),
+                        "step": int(steps[i]), "call": int(calls[i])})
     return out
 
 
@@ -916,7 +916,8 @@ def _warmup():
     ops = NumbaOps()
     op = make_operator(A, "numba")
     P = make_preconditioner(A, "ilu0")
-    bicg(op.matvec, b, P.solve, rmatvec=op.rmatvec, precond_T=P.solve_T, ops=ops)
+    for f in SOLVERS.values():  # every kernel (axpby, axpbypcz, dot, SpMV, ILU(0) solves) is used
+        f(op.matvec, b, P.solve, rmatvec=op.rmatvec, precond_T=P.solve_T, ops=ops)
 
 
 def benchmark(systems, solvers=TABLE2_ORDER, preconds=("ilut",), threads=(1,), tol=1e-8, maxiter=1000,
@@ -1069,7 +1070,7 @@ def register_cli(bs) -> None:
     k.add_argument("--stage", choices=["steps", "startup", "all"], default="steps")
     k.add_argument("--drop-tol", type=float, default=None)
     k.add_argument("--fill-factor", type=float, default=None)
-    k.add_argument("--systems", default=None, help=".npz of captured systems: loaded if it exists, else written")
+    k.add_argument("--systems", default=None, help="HDF5 file of captured systems (.h5): loaded if it exists, else written")
     k.add_argument("--no-scipy", action="store_true", help="skip the scipy (one-thread) variant")
     k.set_defaults(func=_cli)
 

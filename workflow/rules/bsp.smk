@@ -18,7 +18,8 @@
 #         (bsp_grids); Fig 6 of 001 (bsp_convergence); the cross-machine table (bsp_compare).
 #         Fig 6 of 000 (bsp_spy: the Newton matrix assembled by solver.bsp.poisson.NewtonSystem
 #         from the final state of the baseline timing run);
-# TODO (not built): Tables 2 and 4 of 000 and Tables 1, 4-6 of 001 (Krylov solvers, profiler call
+#         Table 2 of 000 (bsp_table2: ILUT + 10 Krylov solvers on the captured Newton systems, solver.bsp.krylov);
+# TODO (not built): Table 4 of 000 and Tables 1, 4-6 of 001 (profiler call
 #   counts and hardware counters, IPI kernels A/B) need solver features that do not exist yet;
 #   Fig 10 of 000 (overlap of the x-derivative with ITER) needs a solver switch for the overlap.
 import importlib
@@ -414,6 +415,46 @@ rule bsp_spy:
         "../scripts/bsp_spy.py"
 
 
+def bsp_krylov_cmd():
+    """python -m solver bsp krylov arguments from config bsp.krylov (Table 2 of 000)."""
+    k = _bsp_get("krylov", default={}) or {}
+    mesh = k.get("mesh", "6x65x65x40x12")
+    sets = [f"mesh.{d}={v}" for d, v in bsp_analysis.parse_mesh(mesh).items()] + list(_bsp_get("set", default=[]))
+    args = [f"--set {shlex.quote(s)}" for s in sets]
+    args += [f"--steps {int(k.get('steps', 3))}",
+             "--solvers " + ",".join(k.get("solvers") or ["bicg", "bicgstab", "gpbicg", "bicgsafe", "idr", "bicr", "crs", "bicrstab", "gpbicr", "bicrsafe"]),
+             "--precond " + ",".join(k.get("precond") or ["ilut"]),
+             "--threads " + ",".join(str(int(t)) for t in (k.get("threads") or [1, 16])),
+             f"--tol {float(k.get('tol', 1e-8)):g}", f"--maxiter {int(k.get('maxiter', 1000))}",
+             f"--drop-tol {float(k.get('drop_tol', 1e-3)):g}", f"--fill-factor {float(k.get('fill_factor', 5.0)):g}"]
+    return " ".join(args)
+
+
+rule bsp_table2:
+    """Table 2 of 000: cost per time step of the Newton linear systems with ILUT + the ten Krylov
+    solvers of LIS (numba SpMV / vector operations at each thread count, scipy one-thread, SuperLU),
+    on the systems captured from a short run on the krylov mesh (systems.h5 beside, not committed)."""
+    input:
+        cfg=_bsp_get("run_config", default="config/bsp/dgmosfet.yaml"),
+    output:
+        table=report(res("bsp", "krylov", "table2_krylov.csv"), caption="../report/bsp_table2_000.rst", category="BSP paper 000", subcategory="linear solvers"),
+        systems=res("bsp", "krylov", "table2_krylov_systems.csv"),
+        run=res("bsp", "krylov", "run.json"),
+    params:
+        out=lambda wc, output: os.path.dirname(output.table),
+        args=bsp_krylov_cmd(),
+        nthreads=max(int(t) for t in (_bsp_get("krylov", "threads") or [1, 16])),
+    threads: lambda wc: BSP_EXCLUSIVE_THREADS if _bsp_get("exclusive", default=True) else max(int(t) for t in (_bsp_get("krylov", "threads") or [1, 16]))
+    log:
+        logf("bsp", "table2_krylov"),
+    benchmark:
+        bench("bsp", "table2_krylov")
+    shell:
+        "OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1 "
+        "{SOLVER} bsp krylov {input.cfg:q} --out {params.out:q} --systems {params.out:q}/systems.h5 "
+        "{params.args} > {log:q} 2>&1"
+
+
 def bsp_compare_inputs(wildcards):
     machines = sorted(set(machines_with("bsp", "tables/timing_runs.csv")) | {MACHINE})
     return [res("bsp", "tables", "timing_runs.csv", machine=m) for m in machines]
@@ -445,6 +486,7 @@ if enabled("bsp"):
         *rules.bsp_grids.output,
         *rules.bsp_convergence.output,
         rules.bsp_compare.output[0],
+        *rules.bsp_table2.output,
     ]
     if BSP_HAS_STURM:
         BSP_TARGETS += list(rules.bsp_sturm.output)
