@@ -19,9 +19,12 @@
 #         Fig 6 of 000 (bsp_spy: the Newton matrix assembled by solver.bsp.poisson.NewtonSystem
 #         from the final state of the baseline timing run);
 #         Table 2 of 000 (bsp_table2: ILUT + 10 Krylov solvers on the captured Newton systems, solver.bsp.krylov);
-# TODO (not built): Table 4 of 000 and Tables 1, 4-6 of 001 (profiler call
-#   counts and hardware counters, IPI kernels A/B) need solver features that do not exist yet;
-#   Fig 10 of 000 (overlap of the x-derivative with ITER) needs a solver switch for the overlap.
+#         Table 4 of 000 and Tables 5-6 of 001 (bsp_kernel_profile: counted flops and bytes over
+#         measured time per BTE kernel, share of the measured ceilings; no hardware counters).
+# TODO (not built): Tables 1 and 4 of 001 (IPI kernels A/B; per-step time of the iter kernels
+#   beyond the ITER phase timers of table3_iter_001) and Fig 10 of 000 (overlap of the
+#   x-derivative with ITER: with the CUDA fast paths WENO_x is ~0.3 ms of a ~25 ms coarse step,
+#   so the overlap could save at most ~1 %; not built).
 import importlib
 import importlib.util
 import shlex
@@ -455,6 +458,41 @@ rule bsp_table2:
         "{params.args} > {log:q} 2>&1"
 
 
+def bsp_profile_sets():
+    """--set options of the kernel profile: the timing mesh and the config's extra overrides."""
+    sets = [f"mesh.{k}={v}" for k, v in bsp_analysis.parse_mesh(BSP_TIMING_MESH).items()]
+    return " ".join(f"--set {shlex.quote(s)}" for s in sets + list(_bsp_get("set", default=[])))
+
+
+rule bsp_kernel_profile:
+    """Table 4 of 000 and Tables 5-6 of 001: per BTE kernel (WENO x/w/phi, scattering gain/loss)
+    on the timing mesh, time per step, counted GFLOP/s and GB/s over the measured time and their
+    share of this machine's measured ceilings (copy; FP64 FMA on the GPU, FP64 GEMM on the CPU),
+    for the array code and the fast paths (CUDA with a GPU, else numba at 1 thread and all cores)."""
+    input:
+        cfg=_bsp_get("run_config", default="config/bsp/dgmosfet.yaml"),
+    output:
+        table=report(res("bsp", "kernels", "kernel_profile.csv"), caption="../report/bsp_kernel_profile.rst", category="BSP paper 000", subcategory="kernels"),
+        ceilings=res("bsp", "kernels", "kernel_profile_ceilings.csv"),
+    params:
+        backend="cupy" if USE_GPU else "numba",
+        sets=bsp_profile_sets(),
+        work=lambda wc, output: os.path.join(os.path.dirname(output.table), "profile_work"),
+        script=f"{workflow.basedir}/workflow/scripts/bsp_kernel_profile.py",
+        mesh=BSP_TIMING_MESH,
+    threads: BSP_EXCLUSIVE_THREADS
+    resources:
+        gpu=1 if USE_GPU else 0,
+    log:
+        logf("bsp", "kernel_profile"),
+    benchmark:
+        bench("bsp", "kernel_profile")
+    shell:
+        "NUMBA_NUM_THREADS={threads} {PY} {params.script} --backend {params.backend} --config {input.cfg:q} "
+        "{params.sets} --mesh {params.mesh} --threads 1,all --reps 5 --copy-mib 1024 --work {params.work:q} "
+        "--out {output.table:q} > {log:q} 2>&1"
+
+
 def bsp_compare_inputs(wildcards):
     machines = sorted(set(machines_with("bsp", "tables/timing_runs.csv")) | {MACHINE})
     return [res("bsp", "tables", "timing_runs.csv", machine=m) for m in machines]
@@ -487,6 +525,7 @@ if enabled("bsp"):
         *rules.bsp_convergence.output,
         rules.bsp_compare.output[0],
         *rules.bsp_table2.output,
+        *rules.bsp_kernel_profile.output,
     ]
     if BSP_HAS_STURM:
         BSP_TARGETS += list(rules.bsp_sturm.output)
