@@ -75,6 +75,32 @@ def test_block_thomas_matches_sparse_lu(mesh, bc, rng):
     assert np.abs(xe - x0).max() <= 1e-12 * np.abs(x0).max()
 
 
+@pytest.mark.parametrize("mesh", MESHES + [("mesh.NX=33", "mesh.NZ=9"), ("mesh.NX=16", "mesh.NZ=9")])
+@pytest.mark.parametrize("bc", ["neumann", "dirichlet"])
+def test_cyclic_reduction_matches_sparse_lu(mesh, bc, rng):
+    m = model(*mesh)
+    sysm, F, rhs, bvals, A, b, x0 = _problem(m, bc, rng)
+    bs = blocktri.BlockSystem(sysm)
+    D, lo, up, bb = blocktri.construct(np, bs, F, rhs, bvals)
+    x = blocktri.solve_cr(D, lo, up, bb, bs.dirichlet).ravel()
+    assert np.abs(x - x0).max() <= 1e-12 * np.abs(x0).max()
+    d = sysm.dirichlet_flat
+    np.testing.assert_array_equal(x[d], bvals[d])
+    assert np.abs(A @ x - b).max() <= 1e-12 * np.abs(b).max()
+
+
+def test_cr_levels_cover_every_column_once():
+    for NX in (9, 10, 16, 17, 33, 64, 65, 100):
+        seen = []
+        for h, first, step, n_elim, n_kept in blocktri.cr_levels(NX):
+            el = [first + step * m for m in range(n_elim)]
+            kept = [2 * h * m for m in range(n_kept)]
+            assert max(el) < NX and max(kept) < NX and first + step * n_elim >= NX and 2 * h * n_kept >= NX
+            assert not set(el) & set(kept) and not set(el) & set(seen)
+            seen += el
+        assert sorted(seen + [0]) == list(range(NX))
+
+
 def test_block_thomas_indefinite_frechet_needs_pivoting(rng):
     """A symmetric indefinite F (POTENTIAL's rho need not be monotone) chosen so that the leading
     3 x 3 minor of block 1 vanishes: elimination with diagonal pivots divides by ~0 at the third
@@ -104,8 +130,10 @@ def test_block_thomas_indefinite_frechet_needs_pivoting(rng):
     scale = np.abs(x0).max()
     x = blocktri.solve(np, D, lo, up, bb, bs.dirichlet).ravel()
     xe = blocktri.solve_exchange(D, lo, up, bb).ravel()
+    xc = blocktri.solve_cr(D, lo, up, bb, bs.dirichlet).ravel()
     assert np.abs(x - x0).max() <= 1e-10 * scale
     assert np.abs(xe - x0).max() <= 1e-10 * scale
+    assert np.abs(xc - x0).max() <= 1e-10 * scale
     with np.errstate(all="ignore"):
         xn = blocktri.solve_exchange(D, lo, up, bb, pivot=False).ravel()
     assert not np.abs(xn - x0).max() <= 1e-6 * scale  # what the pivoting is for
@@ -199,6 +227,47 @@ extern "C" void run_construct(const double* D0, const double* lo0, const double*
 }
 """
 
+_CR_HARNESS = r"""
+template <class Fn> static void run_block(int nthr, int bk, Fn fn) {
+  blockDim.x = nthr;
+  std::barrier<> bar(nthr); g_bar = &bar;
+  std::vector<WarpX> warps((nthr + 31) / 32);
+  for (auto& w : warps) w.bar = new std::barrier<>(32);
+  g_warps = warps.data();
+  std::vector<std::thread> th;
+  for (int t = 0; t < nthr; ++t) th.emplace_back([=] { threadIdx.x = t; blockIdx.x = bk; fn(); });
+  for (auto& t : th) t.join();
+  for (auto& w : warps) delete w.bar;
+}
+extern "C" void run_cr_eliminate(const double* D, const double* lo, const double* up, const double* b,
+    const double* Bw, const double* Aw, const double* Cw, const double* rw, int lvl0, int NX, int h, int first,
+    int step, int nblocks, double* XA, double* XC, double* Xr) {
+  for (int bk = 0; bk < nblocks; ++bk)
+    run_block(NWARPS * 32, bk, [=] { cr_eliminate(D, lo, up, b, Bw, Aw, Cw, rw, lvl0, NX, h, first, step, XA, XC, Xr); });
+}
+extern "C" void run_cr_update(const double* D, const double* lo, const double* up, const double* b,
+    double* Bw, const double* As, const double* Cs, double* rw, const double* XA, const double* XC,
+    const double* Xr, int lvl0, int NX, int h, int nkept, double* Ad, double* Cd) {
+  long long total = (long long)nkept * NZ * NZ; blockDim.x = 256;
+  for (long long t = 0; t < total; ++t) { blockIdx.x = t / 256; threadIdx.x = t % 256;
+     cr_update(D, lo, up, b, Bw, As, Cs, rw, XA, XC, Xr, lvl0, NX, h, nkept, Ad, Cd); }
+}
+extern "C" void run_cr_backsub(const double* XA, const double* XC, const double* Xr, const double* b,
+    const unsigned char* dir, int NX, int htop, double* x) {
+  run_block(256, 0, [=] { cr_backsub(XA, XC, Xr, b, dir, NX, htop, x); });
+}
+extern "C" void run_newton_rhs(const double* F, const double* V, const double* N, const double* ND, double cp,
+    double cpdz, int NX, int NZ_, double* rhs) {
+  long long total = (long long)(NX - 2) * (NZ_ - 2); blockDim.x = 128;
+  for (long long t = 0; t < total; ++t) { blockIdx.x = t / 128; threadIdx.x = t % 128;
+     newton_rhs(F, V, N, ND, cp, cpdz, NX, NZ_, rhs); }
+}
+extern "C" void run_newton_norms(const double* Vn, const double* Vo, const double* Nn, const double* No,
+    const double* x, int n, double* out) {
+  run_block(NT, 0, [=] { newton_norms(Vn, Vo, Nn, No, x, n, out); });
+}
+"""
+
 
 def _cuda_sources():
     """(_FRECHET_SRC, _SOLVE_SRC) of cuda_blocktri.py without importing CuPy."""
@@ -207,9 +276,9 @@ def _cuda_sources():
     path = Path(blocktri.__file__).parent / "kernels" / "cuda_blocktri.py"
     out = {}
     for node in ast.parse(path.read_text()).body:
-        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") in ("_FRECHET_SRC", "_SOLVE_SRC"):
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "").endswith("_SRC"):
             out[node.targets[0].id] = node.value.value
-    return out["_FRECHET_SRC"], out["_SOLVE_SRC"]
+    return out["_FRECHET_SRC"], out["_SOLVE_SRC"], out["_CR_SRC"], out["_GLUE_SRC"]
 
 
 @pytest.fixture(scope="module")
@@ -220,21 +289,25 @@ def emulated(tmp_path_factory):
     if shutil.which("g++") is None:
         pytest.skip("needs g++ (C++20) to run the CUDA source on the host")
     tmp = tmp_path_factory.mktemp("blocktri_emul")
-    fre, sol = _cuda_sources()
+    fre, sol, crs, glue = _cuda_sources()
     libs = {}
 
-    def get(NZ):
-        if NZ not in libs:
-            cpp, so = tmp / f"emul{NZ}.cpp", tmp / f"emul{NZ}.so"
-            cpp.write_text(_STUB + fre + sol.format(nz=NZ, nwarps=min(32, NZ)) + _HARNESS)
+    def get(NZ, cr=False):
+        if (NZ, cr) not in libs:
+            cpp, so = tmp / f"emul{NZ}{'cr' if cr else ''}.cpp", tmp / f"emul{NZ}{'cr' if cr else ''}.so"
+            if cr:
+                cpp.write_text(_STUB + "using std::isfinite;\n" + crs.format(nz=NZ, nwarps=min(32, NZ)) + glue
+                               + _CR_HARNESS)
+            else:
+                cpp.write_text(_STUB + fre + sol.format(nz=NZ, nwarps=min(32, NZ)) + _HARNESS)
             r = subprocess.run(["g++", "-std=c++20", "-O1", "-w", "-ffp-contract=off", "-shared", "-fPIC",
                                 "-pthread", "-o", str(so), str(cpp)], capture_output=True, text=True)
             if r.returncode:
                 if "barrier" in r.stderr and "No such file" in r.stderr:
                     pytest.skip("g++ without <barrier> (C++20)")
                 raise AssertionError(r.stderr[-3000:])
-            libs[NZ] = ctypes.CDLL(str(so))
-        return libs[NZ]
+            libs[NZ, cr] = ctypes.CDLL(str(so))
+        return libs[NZ, cr]
     return get
 
 
@@ -318,6 +391,98 @@ def test_emulated_cuda_frechet(emulated, with_drho, rng):
     np.testing.assert_allclose(F1, F0, rtol=1e-12, atol=1e-13 * np.abs(F0).max())
 
 
+def _emul_cr(lib, D, lo, up, b, dirm):
+    """The driver of cuda_blocktri.solve_linsys_cr with the emulated kernels."""
+    import ctypes
+    NX, NZ = b.shape
+    D, lo, up, b = (np.ascontiguousarray(a, dtype=float) for a in (D, lo, up, b))
+    blk = lambda: np.full((NX, NZ, NZ), np.nan)  # noqa: E731
+    Bw, rw, XA, XC, Xr = blk(), np.full((NX, NZ), np.nan), blk(), blk(), np.full((NX, NZ), np.nan)
+    Aw, Cw = (blk(), blk()), (blk(), blk())
+    src, htop = 0, 0
+    for lvl, (h, first, step, n_elim, n_kept) in enumerate(blocktri.cr_levels(NX)):
+        lib.run_cr_eliminate(_p(D), _p(lo), _p(up), _p(b), _p(Bw), _p(Aw[src]), _p(Cw[src]), _p(rw),
+                             int(lvl == 0), NX, h, first, step, n_elim, _p(XA), _p(XC), _p(Xr))
+        lib.run_cr_update(_p(D), _p(lo), _p(up), _p(b), _p(Bw), _p(Aw[src]), _p(Cw[src]), _p(rw), _p(XA), _p(XC),
+                          _p(Xr), int(lvl == 0), NX, h, n_kept, _p(Aw[1 - src]), _p(Cw[1 - src]))
+        src, htop = 1 - src, h
+    lib.run_cr_eliminate(_p(D), _p(lo), _p(up), _p(b), _p(Bw), _p(Aw[src]), _p(Cw[src]), _p(rw),
+                         int(NX == 1), NX, NX, 0, 0, 1, _p(XA), _p(XC), _p(Xr))
+    x = np.full(NX * NZ, np.nan)
+    dm = np.ascontiguousarray(dirm.astype(np.uint8))
+    lib.run_cr_backsub(_p(XA), _p(XC), _p(Xr), _p(b), _p(dm), NX, htop, _p(x))
+    return x
+
+
+@pytest.mark.parametrize("mesh", [("mesh.NX=13", "mesh.NZ=11"), ("mesh.NX=16", "mesh.NZ=9")])
+@pytest.mark.parametrize("bc", ["neumann", "dirichlet"])
+def test_emulated_cuda_cyclic_reduction(emulated, mesh, bc, rng):
+    m = model(*mesh)
+    sysm, F, rhs, bvals, A, b, x0 = _problem(m, bc, rng)
+    bs = blocktri.BlockSystem(sysm)
+    D, lo, up, bb = blocktri.construct(np, bs, F, rhs, bvals)
+    x = _emul_cr(emulated(m.NZ, cr=True), D, lo, up, bb, bs.dirichlet)
+    assert np.abs(x - x0).max() <= 1e-12 * np.abs(x0).max()
+    d = sysm.dirichlet_flat
+    np.testing.assert_array_equal(x[d], bvals[d])
+
+
+def test_emulated_cuda_cyclic_reduction_pivots(emulated, rng):
+    """The indefinite F of test_block_thomas_indefinite_frechet_needs_pivoting on the CR kernels."""
+    m = model("mesh.NX=11", "mesh.NZ=9")
+    nz = m.NZ - 2
+    sysm = poisson.NewtonSystem(m, "dirichlet")
+    bs = blocktri.BlockSystem(sysm)
+    F = _spd_F(rng, m.NX - 2, nz)
+    F0 = rng.standard_normal((nz, nz))
+    F[0] = F0 + F0.T
+
+    def minor3(t):
+        M = bs.D0[1].copy()
+        M[1:-1, 1:-1] += bs.cp_dz * F[0]
+        M[2, 2] += bs.cp_dz * t
+        return np.linalg.det(M[:3, :3])
+
+    F[0, 1, 1] += -minor3(0.0) / (minor3(1.0) - minor3(0.0))
+    sysm, F, rhs, bvals, A, b, x0 = _problem(m, "dirichlet", rng, F=F)
+    D, lo, up, bb = blocktri.construct(np, bs, F, rhs, bvals)
+    x = _emul_cr(emulated(m.NZ, cr=True), D, lo, up, bb, bs.dirichlet)
+    assert np.abs(x - x0).max() <= 1e-10 * np.abs(x0).max()
+
+
+def test_emulated_cuda_newton_glue(emulated, rng):
+    """newton_rhs and newton_norms (the fused Newton glue) against poisson's array expressions."""
+    import math
+    m = model("mesh.NX=10", "mesh.NZ=11")
+    NX, NZ = m.NX, m.NZ
+    lib = emulated(NZ, cr=True)
+    F = rng.standard_normal((NX - 2, NZ - 2, NZ - 2))
+    V, N, ND = (rng.standard_normal((NX, NZ)) for _ in range(3))
+    cpdz = m.cp * m.dz
+    ref = -m.cp * (N[1:-1, 1:-1] - ND[1:-1, 1:-1]) + cpdz * np.einsum("ijk,ik->ij", F, V[1:-1, 1:-1])
+    out = np.full((NX - 2, NZ - 2), np.nan)
+    lib.run_newton_rhs(_p(F), _p(V), _p(N), _p(ND), ctypes_double(m.cp), ctypes_double(cpdz), NX, NZ, _p(out))
+    np.testing.assert_allclose(out, ref, rtol=1e-13, atol=1e-14 * np.abs(ref).max())
+    Vn, Nn = V + 1e-3 * rng.standard_normal(V.shape), N + 1e-2 * rng.standard_normal(N.shape)
+    x = Vn.ravel().copy()
+    want = poisson._norms(np, m, Vn, V, Nn, N)
+    res = np.full(5, np.nan)
+    lib.run_newton_norms(_p(Vn), _p(V), _p(Nn), _p(N), _p(x), NX * NZ, _p(res))
+    w = math.sqrt(m.dx * m.dz)
+    got = [res[0], w * math.sqrt(res[1]), res[2], w * math.sqrt(res[3])]
+    np.testing.assert_allclose(got, [want[k] for k in poisson.NORM_KEYS], rtol=1e-13)
+    assert res[4] == 1.0
+    x[7] = np.nan
+    Vn[3, 4] = np.nan
+    lib.run_newton_norms(_p(Vn), _p(V), _p(Nn), _p(N), _p(x), NX * NZ, _p(res))
+    assert res[4] == 0.0 and np.isnan(res[0]) and np.isnan(res[1])
+
+
+def ctypes_double(v):
+    import ctypes
+    return ctypes.c_double(v)
+
+
 # ---------------------------------------------------------------------- on the GPU
 GPU_MESHES = [("mesh.NX=13", "mesh.NZ=11"), ("mesh.NX=17", "mesh.NZ=33"), ("mesh.NX=9", "mesh.NZ=65")]
 
@@ -340,6 +505,13 @@ def test_cuda_block_system_matches_sparse_lu(cupy_backend, mesh, bc, rng):
     assert np.abs(x - x0).max() <= 1e-11 * np.abs(x0).max()
     d = sysm.dirichlet_flat
     np.testing.assert_array_equal(x[d], bvals[d])
+    for name, fn in cuda_blocktri.SOLVERS.items():  # both solvers (cyclic reduction, single-block Thomas)
+        xs = cupy_backend.to_numpy(fn(m, cupy_backend, sysm, (Dd, lod, upd), bd))
+        assert np.abs(xs - x0).max() <= 1e-11 * np.abs(x0).max(), name
+        np.testing.assert_array_equal(xs[d], bvals[d])
+    for nw in (4, 8, 16):
+        xs = cupy_backend.to_numpy(cuda_blocktri.solve_linsys_cr(m, cupy_backend, sysm, (Dd, lod, upd), bd, nwarps=nw))
+        assert np.abs(xs - x0).max() <= 1e-11 * np.abs(x0).max(), nw
     # through the hooks of poisson.construct / poisson.solve (numerics.kernels = auto)
     A2, b2 = poisson.construct(m, cupy_backend, sysm, xp.asarray(F), xp.asarray(rhs), bvals)
     x2 = cupy_backend.to_numpy(poisson.solve(m, cupy_backend, sysm, A2, b2))
@@ -367,8 +539,9 @@ def test_cuda_block_solve_pivots(cupy_backend, rng):
     F[0, 1, 1] += -minor3(0.0) / (minor3(1.0) - minor3(0.0))
     sysm, F, rhs, bvals, A, b, x0 = _problem(m, "dirichlet", rng, F=F)
     Ad, bd = cuda_blocktri.construct_linsys(m, cupy_backend, sysm, xp.asarray(F), xp.asarray(rhs), bvals)
-    x = cupy_backend.to_numpy(cuda_blocktri.solve_linsys(m, cupy_backend, sysm, Ad, bd))
-    assert np.abs(x - x0).max() <= 1e-10 * np.abs(x0).max()
+    for name, fn in cuda_blocktri.SOLVERS.items():
+        x = cupy_backend.to_numpy(fn(m, cupy_backend, sysm, Ad, bd))
+        assert np.abs(x - x0).max() <= 1e-10 * np.abs(x0).max(), name
 
 
 @pytest.mark.gpu
@@ -393,10 +566,34 @@ def test_cuda_fast_paths_are_the_block_versions(cupy_backend):
     from solver.bsp import kernels
     from solver.bsp.kernels import cuda_blocktri, cuda_iter
     m = model("mesh.NX=13", "mesh.NZ=11")
-    for name in ("construct_linsys", "solve_linsys", "frechet"):
+    for name in ("construct_linsys", "solve_linsys", "frechet", "newton_rhs", "newton_norms"):
         assert kernels.lookup(m, cupy_backend, name) is getattr(cuda_blocktri, name)
     assert kernels.lookup(m, cupy_backend, "solve_eigen") is cuda_iter.solve_eigen
     assert callable(cuda_iter.construct_linsys) and callable(cuda_iter.solve_linsys)  # the dense baseline
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("mesh", [("mesh.NX=13", "mesh.NZ=11"), ("mesh.NX=33", "mesh.NZ=33")])
+def test_cuda_newton_glue_matches_reference(cupy_backend, mesh, rng):
+    from solver.bsp.kernels import cuda_blocktri
+    xp = cupy_backend.xp
+    m = model(*mesh)
+    NX, NZ = m.NX, m.NZ
+    sysm = poisson.NewtonSystem(m, "dirichlet")
+    F = rng.standard_normal((NX - 2, NZ - 2, NZ - 2))
+    V, N, ND = (rng.standard_normal((NX, NZ)) for _ in range(3))
+    ref = -m.cp * (N[1:-1, 1:-1] - ND[1:-1, 1:-1]) + sysm.cp_dz * np.einsum("ijk,ik->ij", F, V[1:-1, 1:-1])
+    got = cupy_backend.to_numpy(cuda_blocktri.newton_rhs(m, cupy_backend, sysm, *(xp.asarray(a) for a in (F, V, N, ND))))
+    np.testing.assert_allclose(got, ref, rtol=1e-13, atol=1e-14 * np.abs(ref).max())
+    Vn, Nn = V + 1e-3 * rng.standard_normal(V.shape), N + 1e-2 * rng.standard_normal(N.shape)
+    want = poisson._norms(np, m, Vn, V, Nn, N)
+    nrm, fin = cuda_blocktri.newton_norms(m, cupy_backend, *(xp.asarray(a) for a in (Vn, V, Nn, N, Vn.ravel())))
+    assert fin and list(nrm) == list(poisson.NORM_KEYS)
+    np.testing.assert_allclose([nrm[k] for k in poisson.NORM_KEYS], [want[k] for k in poisson.NORM_KEYS], rtol=1e-13)
+    x = Vn.ravel().copy()
+    x[5] = np.inf
+    _, fin = cuda_blocktri.newton_norms(m, cupy_backend, *(xp.asarray(a) for a in (Vn, V, Nn, N, x)))
+    assert not fin
 
 
 @pytest.mark.gpu

@@ -162,3 +162,82 @@ def solve_exchange(D, lo, up, b, pivot=True):
     for i in range(NX - 2, -1, -1):
         x[i] = z[i] - G[i] @ x[i + 1]
     return x
+
+
+# ---------------------------------------------------------------------- block cyclic reduction
+def cr_levels(NX: int):
+    """The levels of block cyclic reduction on NX block columns: a list of (h, first, step, n_elim,
+    n_kept) with stride h = 1, 2, 4, ... < NX.  At stride h the active columns are the multiples of
+    h; the odd multiples i = first + step m (first = h, step = 2 h, m < n_elim) are eliminated, the
+    even multiples 2 h m (m < n_kept) are kept and updated.  After the last level only column 0 is
+    left (eliminated alone, no neighbours).  Shared by solve_cr and the CUDA driver."""
+    out = []
+    h = 1
+    while h < NX:
+        n_elim = (NX - 1 - h) // (2 * h) + 1
+        n_kept = (NX - 1) // (2 * h) + 1
+        out.append((h, h, 2 * h, n_elim, n_kept))
+        h *= 2
+    return out
+
+
+def solve_cr(D, lo, up, b, dirichlet=None):
+    """x (NX, NZ) by block cyclic reduction (NumPy; the algorithm of the CUDA kernels cr_*).
+
+    Equation of active column i at stride h:  A_i x_{i-h} + B_i x_i + C_i x_{i+h} = r_i
+    (level 0: A = diag(lo), B = D, C = diag(up), r = b).  For every odd multiple i of h,
+    [XA_i | XC_i | Xr_i] = B_i^{-1} [A_i | C_i | r_i] (LU with partial pivoting; A or C is zero when
+    the neighbour is outside), so x_i = Xr_i - XA_i x_{i-h} - XC_i x_{i+h}; substituting into the
+    even multiples i:  B_i -= A_i XC_{i-h} + C_i XA_{i+h},  A_i <- -A_i XA_{i-h},
+    C_i <- -C_i XC_{i+h},  r_i -= A_i Xr_{i-h} + C_i Xr_{i+h}.  Column 0 is solved last; then the
+    back substitution runs the levels in reverse.  Each B_i eliminated is a Schur complement of
+    the (row-scaled) matrix, non-singular under blocktri's argument; pivoting inside the block as
+    in ``solve``.  log2(NX) levels, each of independent blocks (parallel on the GPU)."""
+    NX, NZ = b.shape
+    B = np.array(D, dtype=float)
+    A = np.zeros((NX, NZ, NZ))
+    C = np.zeros((NX, NZ, NZ))
+    ar = np.arange(NZ)
+    A[:, ar, ar] = lo
+    C[:, ar, ar] = up
+    r = np.array(b, dtype=float)
+    XA = np.zeros((NX, NZ, NZ))
+    XC = np.zeros((NX, NZ, NZ))
+    Xr = np.zeros((NX, NZ))
+    levels = cr_levels(NX)
+
+    def eliminate(i, h):
+        Ai = A[i] if i - h >= 0 else np.zeros((NZ, NZ))
+        Ci = C[i] if i + h < NX else np.zeros((NZ, NZ))
+        X = np.linalg.solve(B[i], np.concatenate([Ai, Ci, r[i][:, None]], axis=1))
+        XA[i], XC[i], Xr[i] = X[:, :NZ], X[:, NZ:2 * NZ], X[:, 2 * NZ]
+
+    for h, first, step, n_elim, n_kept in levels:
+        for m in range(n_elim):
+            eliminate(first + step * m, h)
+        for m in range(n_kept):
+            i = 2 * h * m
+            Bn, rn = B[i].copy(), r[i].copy()
+            An = np.zeros((NZ, NZ))
+            Cn = np.zeros((NZ, NZ))
+            if i - h >= 0:
+                Bn -= A[i] @ XC[i - h]
+                An = -A[i] @ XA[i - h]
+                rn -= A[i] @ Xr[i - h]
+            if i + h < NX:
+                Bn -= C[i] @ XA[i + h]
+                Cn = -C[i] @ XC[i + h]
+                rn -= C[i] @ Xr[i + h]
+            B[i], A[i], C[i], r[i] = Bn, An, Cn, rn
+    eliminate(0, NX)
+    dm = np.zeros((NX, NZ), dtype=bool) if dirichlet is None else np.asarray(dirichlet, dtype=bool)
+    x = np.empty((NX, NZ))
+    x[0] = np.where(dm[0], b[0], Xr[0])
+    for h, first, step, n_elim, n_kept in reversed(levels):
+        for m in range(n_elim):
+            i = first + step * m
+            v = Xr[i] - XA[i] @ x[i - h]
+            if i + h < NX:
+                v = v - XC[i] @ x[i + h]
+            x[i] = np.where(dm[i], b[i], v)
+    return x

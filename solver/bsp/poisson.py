@@ -351,6 +351,10 @@ def _newton_loop(model, backend, problem, V, sysm, bvals, rho_fn, drho_fn, tol, 
         rho = rho_fn(eps)
         N = density(xp, rho, chi)
     bflat = bvals.ravel()
+    # optional fused glue (kernels.lookup; None on the reference path): the interior rhs in one
+    # launch, and the norms + the finite check of x in one reduction with one host read
+    rhs_fast = _kernels.lookup(model, backend, "newton_rhs")
+    norms_fast = _kernels.lookup(model, backend, "newton_norms")
     history = []
     best = {k: math.inf for k in NORM_KEYS}
     flat = 0
@@ -364,8 +368,11 @@ def _newton_loop(model, backend, problem, V, sysm, bvals, rho_fn, drho_fn, tol, 
             else:
                 F = frechet(model, backend, eps, chi, rho, drho_fn(eps, rho) if drho_fn else None)
             # right-hand side of the interior rows: -c_p (N_old - N_D) + c_p dz F V_old
-            FV = xp.einsum("ijk,ik->ij", F, V[1:-1, 1:-1])
-            rhs_int = -cp * (N[1:-1, 1:-1] - ND[1:-1, 1:-1]) + sysm.cp_dz * FV
+            if rhs_fast is not None:
+                rhs_int = rhs_fast(model, backend, sysm, F, V, N, ND)
+            else:
+                FV = xp.einsum("ijk,ik->ij", F, V[1:-1, 1:-1])
+                rhs_int = -cp * (N[1:-1, 1:-1] - ND[1:-1, 1:-1]) + sysm.cp_dz * FV
         with _phase(timer, "constrlinsys"):
             A, b = construct(model, backend, sysm, F, rhs_int, bflat)
         with _phase(timer, "solvelinsys"):
@@ -373,7 +380,7 @@ def _newton_loop(model, backend, problem, V, sysm, bvals, rho_fn, drho_fn, tol, 
                 x = solve(model, backend, sysm, A, b)
             except (RuntimeError, ValueError, np.linalg.LinAlgError) as exc:
                 raise _LinearSolveFailed(f"{problem}: linear solve failed in iteration {it}: {exc}", V) from exc
-            if not bool(xp.all(xp.isfinite(x))):
+            if norms_fast is None and not bool(xp.all(xp.isfinite(x))):
                 raise _LinearSolveFailed(f"{problem}: non-finite Newton update in iteration {it}", V)
             V_new = x.reshape(NX, NZ)
             if omega != 1.0:
@@ -382,7 +389,12 @@ def _newton_loop(model, backend, problem, V, sysm, bvals, rho_fn, drho_fn, tol, 
             eps, chi = schrodinger.solve_eigen(model, backend, V_new)
             rho = rho_fn(eps)
             N_new = density(xp, rho, chi)
-        nrm = _norms(xp, model, V_new, V, N_new, N)
+        if norms_fast is None:
+            nrm = _norms(xp, model, V_new, V, N_new, N)
+        else:  # the finite check of x deferred to the one host read of this iteration
+            nrm, finite_x = norms_fast(model, backend, V_new, V, N_new, N, x)
+            if not finite_x:
+                raise _LinearSolveFailed(f"{problem}: non-finite Newton update in iteration {it}", V)
         history.append(nrm)
         if not all(math.isfinite(v) for v in nrm.values()):
             raise _LinearSolveFailed(f"{problem}: non-finite norms in iteration {it}: {nrm}", V)
