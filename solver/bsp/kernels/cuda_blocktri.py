@@ -22,6 +22,17 @@ system (solver/bsp/blocktri.py is the array reference and documents the algorith
                      x_i = z_i - G_i x_{i+1}, one warp per row.  Dirichlet entries are set to b
                      exactly, as poisson.solve does.  Pivoting: see blocktri's docstring.
 
+                     Kept as ``solve_linsys_thomas`` (the round-2 baseline).
+``solve_linsys``     = ``solve_linsys_cr`` by default (``SOLVE``): block cyclic reduction
+                     (blocktri.solve_cr), log2(NX) levels, each one launch of cr_eliminate (a thread
+                     block per eliminated column: the Gauss-Jordan exchange steps above on
+                     [B | A | C | r], 3 NZ + 1 columns, partial pivoting) and one of cr_update (a
+                     thread per entry of the kept blocks), then one single-block cr_backsub.
+                     H200: 0.33 ms coarse / 1.21 ms standard vs 1.08 / 5.92 ms for Thomas.
+``newton_rhs``       the interior rhs -c_p (N - N_D) + c_p dz F V in one launch, and
+``newton_norms``     the four Newton norms + all(isfinite(x)) in one reduction and ONE host read
+                     (hooks of poisson._newton_loop).
+
 The dense versions (cuda_iter.construct_linsys / solve_linsys: cuSOLVER getrf on the dense matrix)
 stay importable for comparison.  Importing this module needs CuPy.
 """
