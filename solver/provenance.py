@@ -36,9 +36,14 @@ def git_info(cwd: str | os.PathLike | None = None) -> dict:
     try:
         commit = _git("rev-parse", "--verify", "-q", "HEAD")
         dirty = bool(_git("status", "--porcelain", "--untracked-files=no"))
-        return {"commit": commit or None, "dirty": dirty}
+        out = {"commit": commit or None, "dirty": dirty}
     except Exception:
-        return {"commit": None, "dirty": None}
+        out = {"commit": None, "dirty": None}
+    # a copied working tree (the device machine) may carry an older .git: the sender names the
+    # commit it copied from
+    if os.environ.get("SOLVER_SOURCE_COMMIT"):
+        out["source_commit"] = os.environ["SOLVER_SOURCE_COMMIT"]
+    return out
 
 
 def library_versions() -> dict:

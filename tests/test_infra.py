@@ -108,3 +108,13 @@ def test_without_jsonschema_unknown_keys_still_caught(monkeypatch, capsys):
     with pytest.raises(C.ConfigError, match="'mesh.NQ': unknown; allowed keys: NPHI, NX"):
         C.validate({"mesh": {"NQ": 1}}, SCHEMA)
     assert "jsonschema is not installed" in capsys.readouterr().err
+
+
+def test_git_info_records_the_source_commit_of_a_copied_tree(monkeypatch):
+    from solver import provenance
+
+    monkeypatch.delenv("SOLVER_SOURCE_COMMIT", raising=False)
+    assert "source_commit" not in provenance.git_info()
+    monkeypatch.setenv("SOLVER_SOURCE_COMMIT", "abc123")
+    info = provenance.git_info()
+    assert info["source_commit"] == "abc123" and "commit" in info

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Device-machine check of the BSP GPU path at HEAD, one call: every gpu test of the suite, the
+# coarse t = 0.1 ps validation with the fast paths (run record kept), the kernel-profile rule through
+# Snakemake (config/gpu_quick.yaml, timing mesh 6x33x33x150x24) and the kernel profile of the
+# standard mesh on the GPU (CUDA vs array) and on the host (numba 1/16 threads vs NumPy).
+# Results under results/<machine>/..., packed into $OUT/bsp_profile.tgz.
+# usage: bash workflow/scripts/bsp_profile_device.sh   (carry .whl for Snakemake)
+set -u
+export PYTHONUNBUFFERED=1 MPLBACKEND=Agg
+OUT=${OUT:-/tmp/bsp_profile_out}; mkdir -p "$OUT"
+if [ -d .whl ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+  export PYTHONPATH=/tmp/site:$PWD
+else
+  export PYTHONPATH=$PWD
+fi
+PY=python3
+t0=$SECONDS
+M=$($PY -c "from solver.provenance import machine_tag; print(machine_tag())")
+D=results/$M/bsp/device; K=results/$M/bsp/kernels; mkdir -p "$D" "$K"
+pack() { tar czf "$OUT/bsp_profile.tgz" results/$M/pytest_gpu_all.log "$D"/validation_coarse_final* "$K" 2>/dev/null; }
+echo "== all gpu tests ($((SECONDS-t0)) s)"
+timeout 240 $PY -m pytest -m gpu -q -p no:cacheprovider tests/ 2>&1 | tee results/$M/pytest_gpu_all.log | tail -3
+echo "== coarse validation, fast paths ($((SECONDS-t0)) s)"
+rm -rf "$D/validation_coarse_final"
+timeout 120 $PY -m solver run config/coarse.yaml --out "$D/validation_coarse_final" --backend cupy --no-progress > "$D/validation_coarse_final.log" 2>&1
+tail -1 "$D/validation_coarse_final.log"
+rm -f "$D/validation_coarse_final/fields.h5"; rm -rf "$D/validation_coarse_final/snapshots"
+$PY -m solver bsp validate "$D/validation_coarse_final" --csv "$D/validation_coarse_final.csv" 2>&1 | tail -7
+pack
+echo "== rule bsp_kernel_profile through snakemake, gpu_quick ($((SECONDS-t0)) s)"
+timeout 150 $PY -m snakemake --cores 16 --configfile config/gpu_quick.yaml -- "$K/kernel_profile.csv" > "$OUT/snakemake_profile.log" 2>&1
+echo "snakemake exit $?"; tail -3 "$OUT/snakemake_profile.log"
+echo "== kernel profile, standard mesh, cupy ($((SECONDS-t0)) s)"
+timeout 120 $PY workflow/scripts/bsp_kernel_profile.py --backend cupy --config config/standard.yaml --mesh 6x65x65x300x48 \
+  --reps 10 --work /tmp/kp_cupy --out "$K/kernel_profile_standard_cupy.csv" > "$K/kernel_profile_standard_cupy.log" 2>&1
+echo "exit $?"
+pack
+echo "== kernel profile, standard mesh, numba 1/16 threads ($((SECONDS-t0)) s)"
+timeout 150 $PY workflow/scripts/bsp_kernel_profile.py --backend numba --config config/standard.yaml --mesh 6x65x65x300x48 \
+  --threads 1,all --reps 3 --work /tmp/kp_numba --out "$K/kernel_profile_standard_numba.csv" > "$K/kernel_profile_standard_numba.log" 2>&1
+echo "exit $?"
+pack
+echo "== summary ($((SECONDS-t0)) s)"
+tail -1 results/$M/pytest_gpu_all.log; cat "$D/validation_coarse_final.csv"
+for f in "$K"/kernel_profile*.log; do echo "-- $f"; tail -22 "$f"; done
