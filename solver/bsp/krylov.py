@@ -316,25 +316,60 @@ def make_preconditioner(A, kind: str = "ilut", drop_tol: float | None = None,
 
 
 # ---------------------------------------------------------------------- helpers
-def _init(b, precond, ops, maxiter):
+def _start(b, precond, ops, maxiter):
+    """The prelude every solver shares: the defaults (NumPy ops, no preconditioner, maxiter =
+    2 n), ||b||, x0 = 0, r0 = b and the history [||r0|| / ||b||] = [1.0].  Returns
+    (ops, precond, maxiter, bnorm, x, r, hist); a solver stops at once when bnorm = 0 (x = 0 is
+    then exact: ``KrylovResult(x, 0, True, [0.0])``)."""
     ops = ops or NumpyOps()
     precond = precond or (lambda v: v)
     maxiter = maxiter if maxiter is not None else 2 * b.shape[0]
     bnorm = ops.norm(b)
-    return ops, precond, maxiter, bnorm
+    return ops, precond, maxiter, bnorm, ops.zeros_like(b), ops.copy(b), [1.0]
 
 
-def _zero_rhs(b, ops):
-    return KrylovResult(ops.zeros_like(b), 0, True, [0.0])
+def _converged(ops, hist, r, bnorm, tol):
+    """Append ||r|| / ||b|| to the history; True when it is below tol."""
+    hist.append(ops.norm(r) / bnorm)
+    return hist[-1] < tol
+
+
+def _converged_half(ops, hist, s, bnorm, tol):
+    """The mid-iteration test of the product-type methods on s = r - alpha A p: ||s|| / ||b||
+    enters the history only when it ends the iteration."""
+    ns = ops.norm(s) / bnorm
+    if ns < tol:
+        hist.append(ns)
+        return True
+    return False
 
 
 def _bad(v):
     return v == 0.0 or not math.isfinite(v)
 
 
-def _qsi_eta(it, d):
-    """The two-parameter minimisation of GPBiCG / BiCGSafe and their CR variants."""
-    yy, at, yt, ay, aa = d
+def _two_sided_start(ops, r, precond, precond_T):
+    """BiCG / BiCR: shadow residual r* = r0, z = M^-1 r, z* = M^-T r*, p = z, p* = z*.
+    Returns (precond_T, r*, z, z*, p, p*)."""
+    precond_T = precond_T or (lambda v: v)
+    rt = ops.copy(r)
+    z, zt = precond(r), precond_T(rt)
+    return precond_T, rt, z, zt, ops.copy(z), ops.copy(zt)
+
+
+def _stabilise(ops, matvec, x, alpha, p, s, ms):
+    """The one-dimensional minimal-residual step of BiCGSTAB / BiCRSTAB: t = A ms (ms = M^-1 s),
+    omega = (t, s) / (t, t) (0 when t = 0).  Returns (omega, x + alpha p + omega ms, s - omega t)."""
+    t = matvec(ms)
+    tt = ops.dot(t, t)
+    omega = ops.dot(t, s) / tt if tt > 0 else 0.0
+    return omega, ops.axpbypcz(1.0, x, alpha, p, omega, ms), ops.axpby(1.0, s, -omega, t)
+
+
+def _qsi_eta(ops, it, y, a, t):
+    """The two-parameter minimisation of GPBiCG / BiCGSafe and their CR variants: (qsi, eta)
+    minimising ||t - qsi a - eta y|| (eta = 0 at the first iteration)."""
+    yy, at, yt, ay, aa = ops.dot(y, y), ops.dot(a, t), ops.dot(y, t), ops.dot(a, y), ops.dot(a, a)
     if it == 1:
         return at / aa, 0.0
     den = aa * yy - ay * ay
@@ -344,17 +379,11 @@ def _qsi_eta(it, d):
 # ---------------------------------------------------------------------- the ten solvers
 @register("bicg")
 def bicg(matvec, b, precond=None, *, rmatvec=None, precond_T=None, tol=1e-8, maxiter=None, ops=None):
-    ops, precond, maxiter, bnorm = _init(b, precond, ops, maxiter)
+    ops, precond, maxiter, bnorm, x, r, hist = _start(b, precond, ops, maxiter)
     if bnorm == 0.0:
-        return _zero_rhs(b, ops)
-    precond_T = precond_T or (lambda v: v)
-    x = ops.zeros_like(b)
-    r = ops.copy(b)
-    rt = ops.copy(r)
-    z, zt = precond(r), precond_T(rt)
-    p, pt = ops.copy(z), ops.copy(zt)
+        return KrylovResult(x, 0, True, [0.0])
+    precond_T, rt, z, zt, p, pt = _two_sided_start(ops, r, precond, precond_T)
     rho = ops.dot(z, rt)
-    hist = [1.0]
     for it in range(1, maxiter + 1):
         q, qt = matvec(p), rmatvec(pt)
         den = ops.dot(pt, q)
@@ -364,8 +393,7 @@ def bicg(matvec, b, precond=None, *, rmatvec=None, precond_T=None, tol=1e-8, max
         x = ops.axpby(1.0, x, alpha, p)
         r = ops.axpby(1.0, r, -alpha, q)
         rt = ops.axpby(1.0, rt, -alpha, qt)
-        hist.append(ops.norm(r) / bnorm)
-        if hist[-1] < tol:
+        if _converged(ops, hist, r, bnorm, tol):
             return KrylovResult(x, it, True, hist)
         z, zt = precond(r), precond_T(rt)
         rho_new = ops.dot(z, rt)
@@ -378,17 +406,14 @@ def bicg(matvec, b, precond=None, *, rmatvec=None, precond_T=None, tol=1e-8, max
 
 @register("bicgstab")
 def bicgstab(matvec, b, precond=None, *, rmatvec=None, precond_T=None, tol=1e-8, maxiter=None, ops=None):
-    ops, precond, maxiter, bnorm = _init(b, precond, ops, maxiter)
+    ops, precond, maxiter, bnorm, x, r, hist = _start(b, precond, ops, maxiter)
     if bnorm == 0.0:
-        return _zero_rhs(b, ops)
-    x = ops.zeros_like(b)
-    r = ops.copy(b)
+        return KrylovResult(x, 0, True, [0.0])
     rt = ops.copy(r)
     p = ops.copy(r)
     v = ops.zeros_like(b)
     rho = ops.dot(rt, r)
     alpha = omega = 1.0
-    hist = [1.0]
     for it in range(1, maxiter + 1):
         if it > 1:
             rho_new = ops.dot(rt, r)
@@ -404,19 +429,10 @@ def bicgstab(matvec, b, precond=None, *, rmatvec=None, precond_T=None, tol=1e-8,
             return KrylovResult(x, it - 1, False, hist, "rt.v = 0")
         alpha = rho / den
         s = ops.axpby(1.0, r, -alpha, v)
-        ns = ops.norm(s) / bnorm
-        if ns < tol:
-            x = ops.axpby(1.0, x, alpha, ph)
-            hist.append(ns)
-            return KrylovResult(x, it, True, hist)
-        sh = precond(s)
-        t = matvec(sh)
-        tt = ops.dot(t, t)
-        omega = ops.dot(t, s) / tt if tt > 0 else 0.0
-        x = ops.axpbypcz(1.0, x, alpha, ph, omega, sh)
-        r = ops.axpby(1.0, s, -omega, t)
-        hist.append(ops.norm(r) / bnorm)
-        if hist[-1] < tol:
+        if _converged_half(ops, hist, s, bnorm, tol):
+            return KrylovResult(ops.axpby(1.0, x, alpha, ph), it, True, hist)
+        omega, x, r = _stabilise(ops, matvec, x, alpha, ph, s, precond(s))
+        if _converged(ops, hist, r, bnorm, tol):
             return KrylovResult(x, it, True, hist)
     return KrylovResult(x, maxiter, False, hist)
 
@@ -434,22 +450,15 @@ def gpbicr(matvec, b, precond=None, *, rmatvec=None, precond_T=None, tol=1e-8, m
 
 
 def _gpbi(matvec, b, precond, rmatvec, tol, maxiter, ops, cr):
-    ops, precond, maxiter, bnorm = _init(b, precond, ops, maxiter)
+    ops, precond, maxiter, bnorm, x, r, hist = _start(b, precond, ops, maxiter)
     if bnorm == 0.0:
-        return _zero_rhs(b, ops)
-    x = ops.zeros_like(b)
-    r = ops.copy(b)
+        return KrylovResult(x, 0, True, [0.0])
     rt = rmatvec(r) if cr else ops.copy(r)
     mr = precond(r)
     p = ops.copy(mr)
     rho = ops.dot(rt, mr if cr else r)
-    t = ops.zeros_like(b)
-    w = ops.zeros_like(b)
-    u = ops.zeros_like(b)
-    z = ops.zeros_like(b)
-    mt_old = ops.zeros_like(b)
+    t, w, u, z, mt_old = (ops.zeros_like(b) for _ in range(5))
     beta = 0.0
-    hist = [1.0]
     for it in range(1, maxiter + 1):
         ap = matvec(p)
         mapv = precond(ap)
@@ -459,24 +468,19 @@ def _gpbi(matvec, b, precond, rmatvec, tol, maxiter, ops, cr):
         alpha = rho / den
         y = ops.axpbypcz(1.0, t, -1.0, r, alpha, ops.axpby(1.0, ap, -1.0, w))
         t = ops.axpby(1.0, r, -alpha, ap)
-        nt = ops.norm(t) / bnorm
-        if nt < tol:
-            x = ops.axpby(1.0, x, alpha, p)
-            hist.append(nt)
-            return KrylovResult(x, it, True, hist)
+        if _converged_half(ops, hist, t, bnorm, tol):
+            return KrylovResult(ops.axpby(1.0, x, alpha, p), it, True, hist)
         mt = ops.axpby(1.0, mr, -alpha, mapv)
         amt = matvec(mt)
-        qsi, eta = _qsi_eta(it, (ops.dot(y, y), ops.dot(amt, t), ops.dot(y, t), ops.dot(amt, y),
-                                 ops.dot(amt, amt)))
-        if not (math.isfinite(qsi) and math.isfinite(eta)) or qsi == 0.0:
+        qsi, eta = _qsi_eta(ops, it, y, amt, t)
+        if _bad(qsi) or not math.isfinite(eta):
             return KrylovResult(x, it - 1, False, hist, "qsi = 0")
         # u = qsi map + eta (mt_old - mr + beta u); z = qsi mr + eta z - alpha u
         u = ops.axpby(qsi, mapv, eta, ops.axpbypcz(1.0, mt_old, -1.0, mr, beta, u))
         z = ops.axpbypcz(qsi, mr, eta, z, -alpha, u)
         x = ops.axpbypcz(1.0, x, alpha, p, 1.0, z)
         r = ops.axpbypcz(1.0, t, -qsi, amt, -eta, y)
-        hist.append(ops.norm(r) / bnorm)
-        if hist[-1] < tol:
+        if _converged(ops, hist, r, bnorm, tol):
             return KrylovResult(x, it, True, hist)
         mr = precond(r)
         rho_new = ops.dot(rt, mr if cr else r)
@@ -493,29 +497,23 @@ def _gpbi(matvec, b, precond, rmatvec, tol, maxiter, ops, cr):
 @register("bicgsafe")
 def bicgsafe(matvec, b, precond=None, *, rmatvec=None, precond_T=None, tol=1e-8, maxiter=None, ops=None):
     """BiCGSafe (Fujino, Fujiwara & Yoshida 2005), LIS arrangement."""
-    ops, precond, maxiter, bnorm = _init(b, precond, ops, maxiter)
+    ops, precond, maxiter, bnorm, x, r, hist = _start(b, precond, ops, maxiter)
     if bnorm == 0.0:
-        return _zero_rhs(b, ops)
-    x = ops.zeros_like(b)
-    r = ops.copy(b)
+        return KrylovResult(x, 0, True, [0.0])
     rt = ops.copy(r)
     mr = precond(r)
     amr = matvec(mr)
     rho = ops.dot(rt, r)
     ap, p = ops.copy(amr), ops.copy(mr)
-    y = ops.zeros_like(b)
-    u = ops.zeros_like(b)
-    z = ops.zeros_like(b)
+    y, u, z = (ops.zeros_like(b) for _ in range(3))
     beta = 0.0
-    hist = [1.0]
     for it in range(1, maxiter + 1):
         den = ops.dot(rt, ap)
         if _bad(den) or _bad(rho):
             return KrylovResult(x, it - 1, False, hist, "rt.Ap = 0")
         alpha = rho / den
-        qsi, eta = _qsi_eta(it, (ops.dot(y, y), ops.dot(amr, r), ops.dot(y, r), ops.dot(amr, y),
-                                 ops.dot(amr, amr)))
-        if not (math.isfinite(qsi) and math.isfinite(eta)) or qsi == 0.0:
+        qsi, eta = _qsi_eta(ops, it, y, amr, r)
+        if _bad(qsi) or not math.isfinite(eta):
             return KrylovResult(x, it - 1, False, hist, "qsi = 0")
         mt = precond(ops.axpby(qsi, ap, eta, y))
         u = ops.axpby(1.0, mt, eta * beta, u)
@@ -524,8 +522,7 @@ def bicgsafe(matvec, b, precond=None, *, rmatvec=None, precond_T=None, tol=1e-8,
         y = ops.axpbypcz(qsi, amr, eta, y, -alpha, au)
         x = ops.axpbypcz(1.0, x, alpha, p, 1.0, z)
         r = ops.axpbypcz(1.0, r, -alpha, ap, -1.0, y)
-        hist.append(ops.norm(r) / bnorm)
-        if hist[-1] < tol:
+        if _converged(ops, hist, r, bnorm, tol):
             return KrylovResult(x, it, True, hist)
         rho_new = ops.dot(rt, r)
         if _bad(rho_new):
@@ -542,32 +539,25 @@ def bicgsafe(matvec, b, precond=None, *, rmatvec=None, precond_T=None, tol=1e-8,
 @register("bicrsafe")
 def bicrsafe(matvec, b, precond=None, *, rmatvec=None, precond_T=None, tol=1e-8, maxiter=None, ops=None):
     """BiCRSafe (Fujino & Sekimoto / Abe): BiCGSafe with the bilinear form (r0, A .)."""
-    ops, precond, maxiter, bnorm = _init(b, precond, ops, maxiter)
+    ops, precond, maxiter, bnorm, x, r, hist = _start(b, precond, ops, maxiter)
     if bnorm == 0.0:
-        return _zero_rhs(b, ops)
-    x = ops.zeros_like(b)
-    r = ops.copy(b)
+        return KrylovResult(x, 0, True, [0.0])
     rt = ops.copy(r)
     art = rmatvec(rt)  # A^T r0
     mr = precond(r)
     amr = matvec(mr)
     rho = ops.dot(rt, amr)
     ap, p = ops.copy(amr), ops.copy(mr)
-    y = ops.zeros_like(b)
-    my = ops.zeros_like(b)
-    u = ops.zeros_like(b)
-    z = ops.zeros_like(b)
+    y, my, u, z = (ops.zeros_like(b) for _ in range(4))
     beta = 0.0
-    hist = [1.0]
     for it in range(1, maxiter + 1):
         mapv = precond(ap)
         den = ops.dot(art, mapv)
         if _bad(den) or _bad(rho):
             return KrylovResult(x, it - 1, False, hist, "breakdown")
         alpha = rho / den
-        qsi, eta = _qsi_eta(it, (ops.dot(y, y), ops.dot(amr, r), ops.dot(y, r), ops.dot(amr, y),
-                                 ops.dot(amr, amr)))
-        if not (math.isfinite(qsi) and math.isfinite(eta)) or qsi == 0.0:
+        qsi, eta = _qsi_eta(ops, it, y, amr, r)
+        if _bad(qsi) or not math.isfinite(eta):
             return KrylovResult(x, it - 1, False, hist, "qsi = 0")
         u = ops.axpbypcz(eta * beta, u, qsi, mapv, eta, my)
         au = matvec(u)
@@ -576,8 +566,7 @@ def bicrsafe(matvec, b, precond=None, *, rmatvec=None, precond_T=None, tol=1e-8,
         my = precond(y)
         x = ops.axpbypcz(1.0, x, alpha, p, 1.0, z)
         r = ops.axpbypcz(1.0, r, -alpha, ap, -1.0, y)
-        hist.append(ops.norm(r) / bnorm)
-        if hist[-1] < tol:
+        if _converged(ops, hist, r, bnorm, tol):
             return KrylovResult(x, it, True, hist)
         mr = ops.axpbypcz(1.0, mr, -alpha, mapv, -1.0, my)
         amr = matvec(mr)
@@ -594,18 +583,12 @@ def bicrsafe(matvec, b, precond=None, *, rmatvec=None, precond_T=None, tol=1e-8,
 @register("bicr")
 def bicr(matvec, b, precond=None, *, rmatvec=None, precond_T=None, tol=1e-8, maxiter=None, ops=None):
     """BiCR (Sogabe, Sugihara & Zhang 2009), LIS arrangement (A and A^T products)."""
-    ops, precond, maxiter, bnorm = _init(b, precond, ops, maxiter)
+    ops, precond, maxiter, bnorm, x, r, hist = _start(b, precond, ops, maxiter)
     if bnorm == 0.0:
-        return _zero_rhs(b, ops)
-    precond_T = precond_T or (lambda v: v)
-    x = ops.zeros_like(b)
-    r = ops.copy(b)
-    rt = ops.copy(r)
-    z, zt = precond(r), precond_T(rt)
-    p, pt = ops.copy(z), ops.copy(zt)
+        return KrylovResult(x, 0, True, [0.0])
+    precond_T, rt, z, zt, p, pt = _two_sided_start(ops, r, precond, precond_T)
     ap = matvec(z)
     rho = ops.dot(zt, ap)
-    hist = [1.0]
     for it in range(1, maxiter + 1):
         apt = rmatvec(pt)
         mapv = precond(ap)
@@ -615,8 +598,7 @@ def bicr(matvec, b, precond=None, *, rmatvec=None, precond_T=None, tol=1e-8, max
         alpha = rho / den
         x = ops.axpby(1.0, x, alpha, p)
         r = ops.axpby(1.0, r, -alpha, ap)
-        hist.append(ops.norm(r) / bnorm)
-        if hist[-1] < tol:
+        if _converged(ops, hist, r, bnorm, tol):
             return KrylovResult(x, it, True, hist)
         rt = ops.axpby(1.0, rt, -alpha, apt)
         z = ops.axpby(1.0, z, -alpha, mapv)
@@ -636,16 +618,13 @@ def bicr(matvec, b, precond=None, *, rmatvec=None, precond_T=None, tol=1e-8, max
 @register("crs")
 def crs(matvec, b, precond=None, *, rmatvec=None, precond_T=None, tol=1e-8, maxiter=None, ops=None):
     """Conjugate Residual Squared (Abe et al.), LIS arrangement: shadow A^T r0."""
-    ops, precond, maxiter, bnorm = _init(b, precond, ops, maxiter)
+    ops, precond, maxiter, bnorm, x, r, hist = _start(b, precond, ops, maxiter)
     if bnorm == 0.0:
-        return _zero_rhs(b, ops)
-    x = ops.zeros_like(b)
-    r = ops.copy(b)
+        return KrylovResult(x, 0, True, [0.0])
     rt = rmatvec(r)
     rho_old = 1.0
     q = ops.zeros_like(b)
     p = ops.zeros_like(b)
-    hist = [1.0]
     for it in range(1, maxiter + 1):
         z = precond(r)
         rho = ops.dot(rt, z)
@@ -664,8 +643,7 @@ def crs(matvec, b, precond=None, *, rmatvec=None, precond_T=None, tol=1e-8, maxi
         auq = matvec(uq)
         x = ops.axpby(1.0, x, alpha, uq)
         r = ops.axpby(1.0, r, -alpha, auq)
-        hist.append(ops.norm(r) / bnorm)
-        if hist[-1] < tol:
+        if _converged(ops, hist, r, bnorm, tol):
             return KrylovResult(x, it, True, hist)
         rho_old = rho
     return KrylovResult(x, maxiter, False, hist)
@@ -674,16 +652,13 @@ def crs(matvec, b, precond=None, *, rmatvec=None, precond_T=None, tol=1e-8, maxi
 @register("bicrstab")
 def bicrstab(matvec, b, precond=None, *, rmatvec=None, precond_T=None, tol=1e-8, maxiter=None, ops=None):
     """BiCRSTAB (Abe et al.), LIS arrangement: shadow A^T r0, rho = (A^T r0, M^-1 r)."""
-    ops, precond, maxiter, bnorm = _init(b, precond, ops, maxiter)
+    ops, precond, maxiter, bnorm, x, r, hist = _start(b, precond, ops, maxiter)
     if bnorm == 0.0:
-        return _zero_rhs(b, ops)
-    x = ops.zeros_like(b)
-    r = ops.copy(b)
+        return KrylovResult(x, 0, True, [0.0])
     rt = rmatvec(r)
     z = precond(r)
     p = ops.copy(z)
     rho = ops.dot(rt, z)
-    hist = [1.0]
     for it in range(1, maxiter + 1):
         ap = matvec(p)
         mapv = precond(ap)
@@ -692,19 +667,10 @@ def bicrstab(matvec, b, precond=None, *, rmatvec=None, precond_T=None, tol=1e-8,
             return KrylovResult(x, it - 1, False, hist, "breakdown")
         alpha = rho / den
         s = ops.axpby(1.0, r, -alpha, ap)
-        ns = ops.norm(s) / bnorm
-        if ns < tol:
-            x = ops.axpby(1.0, x, alpha, p)
-            hist.append(ns)
-            return KrylovResult(x, it, True, hist)
-        ms = ops.axpby(1.0, z, -alpha, mapv)
-        ams = matvec(ms)
-        aa = ops.dot(ams, ams)
-        omega = ops.dot(ams, s) / aa if aa > 0 else 0.0
-        x = ops.axpbypcz(1.0, x, alpha, p, omega, ms)
-        r = ops.axpby(1.0, s, -omega, ams)
-        hist.append(ops.norm(r) / bnorm)
-        if hist[-1] < tol:
+        if _converged_half(ops, hist, s, bnorm, tol):
+            return KrylovResult(ops.axpby(1.0, x, alpha, p), it, True, hist)
+        omega, x, r = _stabilise(ops, matvec, x, alpha, p, s, ops.axpby(1.0, z, -alpha, mapv))  # M^-1 s
+        if _converged(ops, hist, r, bnorm, tol):
             return KrylovResult(x, it, True, hist)
         z = precond(r)
         rho_new = ops.dot(rt, z)
@@ -722,20 +688,17 @@ def idrs(matvec, b, precond=None, *, rmatvec=None, precond_T=None, tol=1e-8, max
     """IDR(s) with biorthogonal residuals (van Gijzen & Sonneveld 2011, Alg. 913), right
     preconditioned; shadow space P: s orthonormalised random vectors (fixed seed); omega with
     the 'maintaining the convergence' rule (angle 0.7).  Every inner step counts as an iteration."""
-    ops, precond, maxiter, bnorm = _init(b, precond, ops, maxiter)
+    ops, precond, maxiter, bnorm, x, r, hist = _start(b, precond, ops, maxiter)
     if bnorm == 0.0:
-        return _zero_rhs(b, ops)
+        return KrylovResult(x, 0, True, [0.0])
     xp = getattr(ops, "xp", np)
     n = b.shape[0]
     Pq, _ = np.linalg.qr(np.random.default_rng(seed).standard_normal((n, s)))
     P = [xp.asarray(np.ascontiguousarray(Pq[:, i])) for i in range(s)]
-    x = ops.zeros_like(b)
-    r = ops.copy(b)
     G = [ops.zeros_like(b) for _ in range(s)]
     U = [ops.zeros_like(b) for _ in range(s)]
     Mm = np.eye(s)
     om = 1.0
-    hist = [1.0]
     it = 0
     while it < maxiter:
         f = np.array([ops.dot(P[i], r) for i in range(s)])
@@ -762,8 +725,7 @@ def idrs(matvec, b, precond=None, *, rmatvec=None, precond_T=None, tol=1e-8, max
             r = ops.axpby(1.0, r, -beta, G[k])
             x = ops.axpby(1.0, x, beta, U[k])
             it += 1
-            hist.append(ops.norm(r) / bnorm)
-            if hist[-1] < tol:
+            if _converged(ops, hist, r, bnorm, tol):
                 return KrylovResult(x, it, True, hist)
             if it >= maxiter:
                 return KrylovResult(x, it, False, hist)
@@ -783,8 +745,7 @@ def idrs(matvec, b, precond=None, *, rmatvec=None, precond_T=None, tol=1e-8, max
         r = ops.axpby(1.0, r, -om, t)
         x = ops.axpby(1.0, x, om, v)
         it += 1
-        hist.append(ops.norm(r) / bnorm)
-        if hist[-1] < tol:
+        if _converged(ops, hist, r, bnorm, tol):
             return KrylovResult(x, it, True, hist)
     return KrylovResult(x, it, False, hist)
 
