@@ -20,9 +20,10 @@
 #         from the final state of the baseline timing run);
 #         Table 2 of 000 (bsp_table2: ILUT + 10 Krylov solvers on the captured Newton systems, solver.bsp.krylov);
 #         Table 4 of 000 and Tables 5-6 of 001 (bsp_kernel_profile: counted flops and bytes over
-#         measured time per BTE kernel, share of the measured ceilings; no hardware counters).
-# TODO (not built): Tables 1 and 4 of 001 (IPI kernels A/B; per-step time of the iter kernels
-#   beyond the ITER phase timers of table3_iter_001) and Fig 10 of 000 (overlap of the
+#         measured time per BTE kernel, share of the measured ceilings; no hardware counters);
+#         Tables 1 and 4 of 001 (bsp_iter_kernels, GPU only: IPIM kernels A/B per step for NZ = 33..129;
+#         per-step time of every ITER CUDA kernel on the standard mesh).
+# TODO (not built): Fig 10 of 000 (overlap of the
 #   x-derivative with ITER: with the CUDA fast paths WENO_x is ~0.3 ms of a ~25 ms coarse step,
 #   so the overlap could save at most ~1 %; not built).
 import importlib
@@ -493,6 +494,31 @@ rule bsp_kernel_profile:
         "--out {output.table:q} > {log:q} 2>&1"
 
 
+rule bsp_iter_kernels:
+    """Tables 1 and 4 of 001 (GPU only): the IPIM kernels A (matrix from global memory) and B
+    (shared memory) per call x eigen calls per step for NZ = 33, 49, 65, 97, 129 (NX 65, N_sbn 6,
+    NW 300, NPHI 48), and every ITER CUDA kernel's time per step on the standard mesh (per call on
+    the arguments of a real run's last call, CUDA events; x calls per step counted in that run)."""
+    input:
+        cfg=_bsp_get("run_config", default="config/bsp/dgmosfet.yaml"),
+    output:
+        table1=report(res("bsp", "tables", "table1_ipim_001.csv"), caption="../report/bsp_iter_kernels.rst", category="BSP paper 001", subcategory="kernels"),
+        table4=report(res("bsp", "tables", "table4_iter_kernels_001.csv"), caption="../report/bsp_iter_kernels.rst", category="BSP paper 001", subcategory="kernels"),
+    params:
+        sets=" ".join(f"--set {shlex.quote(s)}" for s in _bsp_get("set", default=[])),
+        script=f"{workflow.basedir}/workflow/scripts/bsp_iter_kernels.py",
+    threads: BSP_EXCLUSIVE_THREADS
+    resources:
+        gpu=1,
+    log:
+        logf("bsp", "iter_kernels"),
+    benchmark:
+        bench("bsp", "iter_kernels")
+    shell:
+        "{PY} {params.script} --config {input.cfg:q} {params.sets} --nz 33,49,65,97,129 --nx 65 --nsbn 6 "
+        "--nw 300 --nphi 48 --steps 5 --reps 100 --table1 {output.table1:q} --table4 {output.table4:q} > {log:q} 2>&1"
+
+
 def bsp_compare_inputs(wildcards):
     machines = sorted(set(machines_with("bsp", "tables/timing_runs.csv")) | {MACHINE})
     return [res("bsp", "tables", "timing_runs.csv", machine=m) for m in machines]
@@ -531,6 +557,8 @@ if enabled("bsp"):
         BSP_TARGETS += list(rules.bsp_sturm.output)
     if BSP_HAS_SPY:
         BSP_TARGETS += list(rules.bsp_spy.output)
+    if USE_GPU:
+        BSP_TARGETS += list(rules.bsp_iter_kernels.output)
     ALL_TARGETS += BSP_TARGETS
 
 
