@@ -4,7 +4,8 @@
 # Usage (repository root, $OUT set): SOLVER_SOURCE_COMMIT=<sha> bash workflow/scripts/bsp_ipim_device.sh
 export PYTHONPATH=$PWD
 mkdir -p "$OUT/tables" "$OUT/device"
-nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.sm --format=csv > "$OUT/device/nvidia_smi_ipim.csv" 2>&1
+# at most 8 files come back from $OUT: keep the count low (the first run lost table4 to this limit)
+nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.sm --format=csv
 timeout 120 python3 workflow/scripts/bsp_iter_kernels.py --table1 "$OUT/tables/table1_ipim_001.csv" \
     --table4 "$OUT/tables/table4_iter_kernels_001.csv" > "$OUT/device/iter_kernels_001.log" 2>&1
 echo "bench rc $?"; tail -n 25 "$OUT/device/iter_kernels_001.log"
@@ -27,7 +28,7 @@ for k in out["split"]:
 PY
 echo "coarse check rc $?"; cat "$OUT/device/coarse_split_vs_fused.log" | tail -n 6
 timeout 40 python3 -m solver bsp phases config/coarse.yaml --backends cupy --steps 10 --set numerics.kernels=auto \
-    --csv "$OUT/device/phases_coarse_ipim.csv" > "$OUT/device/phases_coarse_ipim.log" 2>&1
+    --csv "$OUT/device/phases_coarse_ipim.csv" 2>&1 | tail -n 3
 echo "phases rc $?"; grep -E "step,|eigen|ITER," "$OUT/device/phases_coarse_ipim.csv"
 timeout 110 python3 -m pytest -m gpu -q tests/test_bsp_*.py > "$OUT/device/pytest_gpu_ipim.log" 2>&1
 echo "pytest rc $?"; tail -n 8 "$OUT/device/pytest_gpu_ipim.log"

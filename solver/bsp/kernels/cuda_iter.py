@@ -296,7 +296,8 @@ extern "C" __global__ void ipim_b(
 }}
 """
 
-IPIM = os.environ.get("BSP_IPIM", "b")  # solve_eigen's ipim variant ("a" global memory, "b" shared memory): docs/performance-ipim.md
+IPIM = os.environ.get("BSP_IPIM", "a")  # solve_eigen's ipim variant: "a" (global memory; faster on the H200 at
+#   every NZ 33..129, 14 % at NZ 65) or "b" (shared memory); docs/performance-ipim.md
 IPIM_BLOCK = 32     # threads per block of eigenvalues / ipim (paper 001: one-dimensional blocks of 32)
 
 _kernels: dict = {}
