@@ -382,6 +382,26 @@ def test_rhs_phases_and_sum():
                                atol=1e-13 * np.abs(ref).max())
 
 
+def test_rhs_with_precomputed_x_term_is_identical():
+    """numerics.overlap hands rhs the x term formed before ITER: the result must be bit for bit
+    the one rhs forms itself, and the WENO_x phase is then not timed inside rhs."""
+    m = small_model(NX=9, NS=2, NW=12, NPHI=8)
+    st = synthetic_state(m)
+    Phi = st["Phi"] * (1 + 0.2 * np.random.default_rng(5).random(m.shape))
+    rho, PH = dens.dens(m, NP_BE, Phi)
+    W = scattering.overlap(m, NP_BE, st["chi"])
+    sd = bte.StageData(eps=st["eps"], deps_dx=st["deps"], W=W, PhiHat=PH, rho=rho, rho_eq=st["rho_eq"],
+                       A_eps=float(np.abs(st["deps"]).max()))
+    for scat in (True, False):
+        sd.scattering = scat
+        H = bte.rhs(m, NP_BE, Phi, sd)
+        part = bte.StageData(eps=None, deps_dx=None, W=None, PhiHat=None, rho=rho, rho_eq=st["rho_eq"], A_eps=None)
+        t = PhaseTimer(NP_BE)
+        H2 = bte.rhs(m, NP_BE, Phi, sd, timer=t, dx=bte.x_term(m, NP_BE, Phi, part))
+        assert np.array_equal(H, H2)
+        assert "WENO_x" not in t.end_step()
+
+
 # ---------------------------------------------------------------------------- GPU
 @pytest.mark.gpu
 def test_cupy_matches_numpy_transport(cupy_backend, rng):
@@ -432,3 +452,24 @@ def test_cupy_matches_numpy_rhs(cupy_backend, rng):
                         PhiHat=PHg, rho=rg, rho_eq=g(st["rho_eq"]), A_eps=A)
     b = bte.rhs(m, cupy_backend, g(Phi), sdg, timer=PhaseTimer(cupy_backend))
     np.testing.assert_allclose(cp.asnumpy(b), a, rtol=1e-12, atol=1e-12 * np.abs(a).max())
+
+
+@pytest.mark.gpu
+def test_overlap_of_x_term_with_iter_changes_nothing(cupy_backend):
+    """numerics.overlap (paper 000 section 3.4) on the GPU: WENO_x of the next stage on a second
+    stream while ITER runs gives the sequential run bit for bit, and is timed as its own phase."""
+    from solver.bsp.simulation import Simulation
+
+    base = ["mesh.N_sbn=3", "mesh.NX=17", "mesh.NZ=17", "mesh.NW=40", "mesh.NPHI=12", "time.steps=4",
+            "time.t_end_ps=null", "output.progress=false", "numerics.backend=cupy"]
+    out = {}
+    for ov in (False, True):
+        sim = Simulation(load(None, base + [f"numerics.overlap={str(ov).lower()}"]), cupy_backend, None, progress=False)
+        sim.run(resume=False)
+        out[ov] = ({k: cupy_backend.to_numpy(getattr(sim.state, k)) for k in ("Phi", "V", "eps")},
+                   sim.timer.summary()["calls"])
+    for k in ("Phi", "V", "eps"):
+        assert np.array_equal(out[False][0][k], out[True][0][k]), k
+    assert out[True][1].get("step/WENO_x_overlapped", 0) == 12  # 3 stages x 4 steps
+    assert out[True][1]["step/BTE/WENO_x"] == 1  # only the first stage forms it inside rhs
+    assert "step/WENO_x_overlapped" not in out[False][1]

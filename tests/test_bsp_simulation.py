@@ -249,3 +249,17 @@ def test_hopeless_initcond_fails_fast_and_clearly():
 def test_converging_runs_are_unchanged_by_the_guard():
     r = poisson.initcond(_model("mesh.N_sbn=3", "mesh.NX=9", "mesh.NZ=17"), get_backend("numpy"))
     assert r.omega == 1.0 and not r.stalled and r.iterations < 40
+
+
+def test_overlap_switch_is_accepted_and_a_no_op_on_the_cpu():
+    """numerics.overlap (paper 000 section 3.4) acts on the cupy backend only; on NumPy the run is
+    the sequential one bit for bit and has no overlapped phase."""
+    runs = {}
+    for ov in ("false", "true"):
+        sim = sim_of(cfg_of(f"numerics.overlap={ov}", steps=2))
+        sim.run(resume=False)
+        runs[ov] = (sim.host_fields(sim.state)["j_sub"], sim.timer.summary()["calls"])
+    assert np.array_equal(runs["false"][0], runs["true"][0])
+    assert not any("overlapped" in k for k in runs["true"][1])
+    with pytest.raises(Exception, match="overlap"):
+        cfg_of("numerics.overlap=3", steps=1)

@@ -52,8 +52,17 @@ def _phase(timer, name):
     return timer.phase(name) if timer is not None else nullcontext()
 
 
-def rhs(model, backend, Phi, sd: StageData, timer=None):
-    """H(Phi) = -(WENO x + w + phi) + G - L, a new array of Phi's shape."""
+def x_term(model, backend, Phi, sd: StageData):
+    """The WENO x-derivative term d_x(a1 Phi) of the stage (phase WENO_x).  It needs only Phi,
+    rho and rho_eq of the stage (not the ITER results), so it can be formed before ITER (paper 000,
+    section 3.4: numerics.overlap)."""
+    return weno.dx_term(model, backend, Phi, sd.rho_eq[0], sd.rho_eq[-1], sd.rho[0], sd.rho[-1],
+                        closed=sd.closed)
+
+
+def rhs(model, backend, Phi, sd: StageData, timer=None, dx=None):
+    """H(Phi) = -(WENO x + w + phi) + G - L, a new array of Phi's shape.  ``dx``: the x term of
+    this Phi and stage, already computed (``x_term``; it is consumed), else computed here."""
     xp = backend.xp
     scat = sd.scattering
     if scat is None:
@@ -67,9 +76,8 @@ def rhs(model, backend, Phi, sd: StageData, timer=None):
             del Lc
             xp.subtract(G[..., None], out, out=out)
             del G
-    with _phase(timer, "WENO_x"):
-        t = weno.dx_term(model, backend, Phi, sd.rho_eq[0], sd.rho_eq[-1], sd.rho[0], sd.rho[-1],
-                         closed=sd.closed)
+    with _phase(timer, "WENO_x") if dx is None else nullcontext():
+        t = x_term(model, backend, Phi, sd) if dx is None else dx
         if scat:
             out -= t
         else:

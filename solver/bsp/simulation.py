@@ -133,13 +133,14 @@ class Simulation:
                 with tm.phase("BTE"):
                     with tm.phase("overlap"):
                         W = scattering.overlap(m, be, st.chi)
-                    L = bte.rhs(m, be, Phi, self.stage_data(st, W), timer=tm)
+                    L = bte.rhs(m, be, Phi, self.stage_data(st, W), timer=tm, dx=self._take_dx(st))
                     with tm.phase("RK"):
                         Phi = bte.rk3_combine(s, Phi0, Phi, L, dt)
                     del L
                 st.Phi = Phi
                 with tm.phase("DENS"):
                     self._dens(st)
+                self._launch_dx(st)
                 with tm.phase("ITER"):
                     res = poisson.potential(m, be, st.V, st.rho, self.eq.V_b, timer=tm,
                                             state=getattr(self, "_iter", None))
@@ -155,6 +156,39 @@ class Simulation:
         self._last_dt = dt
         step_times = tm.end_step()
         self._timer_rows.extend({"step": st.step, "phase": k, "seconds": v} for k, v in step_times.items())
+
+    # ------------------------------------------------------------------ overlap (paper 000 §3.4)
+    def _launch_dx(self, st: State) -> None:
+        """numerics.overlap on the GPU: enqueue the next stage's WENO_x (it needs Phi, rho and
+        rho_eq only) on a second stream, so that it runs while ITER does; timed as the phase
+        ``WENO_x_overlapped`` by events on that stream."""
+        if not (self.cfg["numerics"].get("overlap") and self.backend.is_gpu):
+            return
+        cp = self.xp
+        if getattr(self, "_side", None) is None:
+            self._side = cp.cuda.Stream(non_blocking=True)
+        ready = cp.cuda.Event()
+        ready.record()  # Phi and rho of this stage are complete on the current stream
+        self._side.wait_event(ready)
+        sd = bte.StageData(eps=None, deps_dx=None, W=None, PhiHat=None, rho=st.rho,
+                           rho_eq=self.eq.rho_eq, A_eps=None)
+        with self._side, self.timer.phase("WENO_x_overlapped"):
+            dx = bte.x_term(self.model, self.backend, st.Phi, sd)
+        done = cp.cuda.Event()
+        done.record(self._side)
+        self._pending_dx = (dx, done, st.Phi, st.rho)
+
+    def _take_dx(self, st: State):
+        """The x term launched by _launch_dx when it belongs to this Phi and rho, else None."""
+        pend = getattr(self, "_pending_dx", None)
+        self._pending_dx = None
+        if pend is None:
+            return None
+        dx, done, Phi, rho = pend
+        if Phi is not st.Phi or rho is not st.rho:
+            return None
+        self.xp.cuda.get_current_stream().wait_event(done)
+        return dx
 
     # ------------------------------------------------------------------ outputs
     def host_fields(self, st: State) -> dict:

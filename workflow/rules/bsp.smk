@@ -22,10 +22,9 @@
 #         Table 4 of 000 and Tables 5-6 of 001 (bsp_kernel_profile: counted flops and bytes over
 #         measured time per BTE kernel, share of the measured ceilings; no hardware counters);
 #         Tables 1 and 4 of 001 (bsp_iter_kernels, GPU only: IPIM kernels A/B per step for NZ = 33..129;
-#         per-step time of every ITER CUDA kernel on the standard mesh).
-# TODO (not built): Fig 10 of 000 (overlap of the
-#   x-derivative with ITER: with the CUDA fast paths WENO_x is ~0.3 ms of a ~25 ms coarse step,
-#   so the overlap could save at most ~1 %; not built).
+#         per-step time of every ITER CUDA kernel on the standard mesh);
+#         Fig 10 of 000 (bsp_overlap, GPU only: the step with and without numerics.overlap, the
+#         next stage's WENO_x on a second CUDA stream while ITER runs).
 import importlib
 import importlib.util
 import shlex
@@ -519,6 +518,32 @@ rule bsp_iter_kernels:
         "--nw 300 --nphi 48 --steps 5 --reps 100 --table1 {output.table1:q} --table4 {output.table4:q} > {log:q} 2>&1"
 
 
+rule bsp_overlap:
+    """Fig 10 of 000 (section 3.4, GPU only): time per step on the timing mesh with and without
+    numerics.overlap (the next stage's x-derivative on a second CUDA stream during ITER); both
+    runs must end bit-identical."""
+    input:
+        cfg=_bsp_get("run_config", default="config/bsp/dgmosfet.yaml"),
+    output:
+        csv=report(res("bsp", "tables", "fig10_overlap_000.csv"), caption="../report/bsp_overlap.rst", category="BSP paper 000", subcategory="phase timing"),
+        fig=report(res("bsp", "figures", "fig10_overlap_000.png"), caption="../report/bsp_overlap.rst", category="BSP paper 000", subcategory="phase timing"),
+    params:
+        sets=bsp_profile_sets(),
+        script=f"{workflow.basedir}/workflow/scripts/bsp_overlap.py",
+        mesh=BSP_TIMING_MESH,
+        steps=int(_bsp_get("timing", "steps", default=10)) + 1,
+    threads: BSP_EXCLUSIVE_THREADS
+    resources:
+        gpu=1,
+    log:
+        logf("bsp", "overlap"),
+    benchmark:
+        bench("bsp", "overlap")
+    shell:
+        "{PY} {params.script} --config {input.cfg:q} {params.sets} --mesh {params.mesh} --steps {params.steps} "
+        "--csv {output.csv:q} --fig {output.fig:q} > {log:q} 2>&1"
+
+
 def bsp_compare_inputs(wildcards):
     machines = sorted(set(machines_with("bsp", "tables/timing_runs.csv")) | {MACHINE})
     return [res("bsp", "tables", "timing_runs.csv", machine=m) for m in machines]
@@ -559,6 +584,7 @@ if enabled("bsp"):
         BSP_TARGETS += list(rules.bsp_spy.output)
     if USE_GPU:
         BSP_TARGETS += list(rules.bsp_iter_kernels.output)
+        BSP_TARGETS += list(rules.bsp_overlap.output)
     ALL_TARGETS += BSP_TARGETS
 
 
