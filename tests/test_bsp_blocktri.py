@@ -614,3 +614,34 @@ def test_gpu_run_auto_vs_array(cupy_backend):
         r = np.abs(f - a).max() / np.abs(a).max()
         print(f"5 steps auto vs array: {k} max rel diff {r:.3e}")
         assert r <= 1e-10, (k, r)
+
+
+def test_newton_system_above_the_kernel_limit_uses_the_dense_fast_path(monkeypatch):
+    """NZ > MAX_NZ (paper 001 runs NZ = 129): construct_linsys and solve_linsys of cuda_blocktri
+    hand over to cuda_iter's dense system instead of failing (checked on the CPU behind a stand-in
+    cupy; the dense path itself is covered by the gpu tests of test_bsp_kernels_iter.py)."""
+    import importlib
+    import sys
+    import types
+
+    saved = {k: sys.modules.get(k) for k in ("cupy", "solver.bsp.kernels.cuda_blocktri")}
+    sys.modules["cupy"] = types.ModuleType("cupy")
+    sys.modules.pop("solver.bsp.kernels.cuda_blocktri", None)
+    try:
+        cb = importlib.import_module("solver.bsp.kernels.cuda_blocktri")
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                sys.modules.pop(k, None)
+            else:
+                sys.modules[k] = v
+    calls = []
+    dense = types.SimpleNamespace(construct_linsys=lambda *a: calls.append("construct") or ("A", "b"),
+                                  solve_linsys=lambda *a: calls.append("solve") or "x")
+    monkeypatch.setattr(cb, "_dense", lambda: dense)
+    monkeypatch.setitem(cb.SOLVERS, cb.SOLVE, lambda *a: calls.append("block") or "xb")
+    big = types.SimpleNamespace(NX=65, NZ=cb.MAX_NZ + 2)
+    assert cb.construct_linsys(None, None, big, None, None, None) == ("A", "b")
+    assert cb.solve_linsys(None, None, big, "A", "b") == "x"
+    assert cb.solve_linsys(None, None, types.SimpleNamespace(NX=65, NZ=cb.MAX_NZ), "A", "b") == "xb"
+    assert calls == ["construct", "solve", "block"]

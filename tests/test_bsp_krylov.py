@@ -126,3 +126,24 @@ def test_save_load_roundtrip(newton_systems, tmp_path):
     assert len(back) == 4
     for a, b in zip(newton_systems[:4], back):
         assert (a["A"] != b["A"]).nnz == 0 and np.array_equal(a["b"], b["b"]) and a["x_bc"] == b["x_bc"]
+
+
+def test_table2_recaptures_systems_of_another_config(newton_systems, tmp_path, monkeypatch):
+    """A systems file is reused only for the configuration it was captured with (rule bsp_table2
+    keeps systems.h5 between runs)."""
+    calls = []
+
+    def fake_capture(cfg_path, overrides, steps):
+        calls.append(list(overrides))
+        return newton_systems[:3]
+
+    monkeypatch.setattr(K, "capture_systems", fake_capture)
+    path = tmp_path / "systems.h5"
+    small = ["mesh.N_sbn=3", "mesh.NX=17", "mesh.NZ=17", "mesh.NW=12", "mesh.NPHI=8"]
+    kw = dict(solvers=("bicgstab",), preconds=("ilut",), threads=(), systems_path=path, stage="all")
+    K.run_table2(tmp_path / "a", None, small, **kw)
+    K.run_table2(tmp_path / "b", None, small, **kw)
+    assert len(calls) == 1  # the second run loads the file
+    K.run_table2(tmp_path / "c", None, small[:-1] + ["mesh.NPHI=12"], **kw)
+    assert len(calls) == 2  # another mesh: captured again
+    assert K.systems_key(path) is not None

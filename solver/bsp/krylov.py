@@ -848,6 +848,15 @@ def save_systems(path, systems, attrs: dict | None = None) -> None:
     io.write_hdf5(path, arrays, attrs or {})
 
 
+def systems_key(path) -> str | None:
+    """The config hash a systems file was captured with (None for files without one)."""
+    import h5py
+
+    with h5py.File(path, "r") as z:
+        v = z.attrs.get("config_hash")
+    return v.decode() if isinstance(v, bytes) else v
+
+
 def load_systems(path) -> list[dict]:
     import h5py
 
@@ -987,12 +996,18 @@ def run_table2(out_dir, cfg_path=None, overrides=(), steps=2, solvers=TABLE2_ORD
     out.mkdir(parents=True, exist_ok=True)
     cfg = load(cfg_path, list(overrides) + [f"time.steps={int(steps)}", "time.t_end_ps=null"])
     t0 = time.perf_counter()
+    key = provenance.config_hash(cfg)  # the resolved run config: mesh, physics, steps
+    systems = None
     if systems_path and Path(systems_path).exists():
-        systems = load_systems(systems_path)
-    else:
+        if systems_key(systems_path) == key:
+            systems = load_systems(systems_path)
+        elif log:
+            log(f"{systems_path}: captured with another configuration; capturing again")
+    if systems is None:
         systems = capture_systems(cfg_path, overrides, steps)
         if systems_path:
-            save_systems(systems_path, systems, {"config": cfg_path, "overrides": list(overrides), "steps": steps})
+            save_systems(systems_path, systems, {"config": str(cfg_path), "overrides": list(overrides),
+                                                 "steps": int(steps), "config_hash": key})
     capture_s = time.perf_counter() - t0
     per, table = benchmark(systems, solvers, preconds, threads, tol, maxiter, stage, with_scipy, ilut, log=log)
     io.write_csv(per, out / "table2_krylov_systems.csv", float_format="%.6e")

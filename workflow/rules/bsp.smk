@@ -474,6 +474,7 @@ rule bsp_kernel_profile:
     output:
         table=report(res("bsp", "kernels", "kernel_profile.csv"), caption="../report/bsp_kernel_profile.rst", category="BSP paper 000", subcategory="kernels"),
         ceilings=res("bsp", "kernels", "kernel_profile_ceilings.csv"),
+        run=res("bsp", "kernels", "kernel_profile.run.json"),
     params:
         backend="cupy" if USE_GPU else "numba",
         sets=bsp_profile_sets(),
@@ -503,6 +504,7 @@ rule bsp_iter_kernels:
     output:
         table1=report(res("bsp", "tables", "table1_ipim_001.csv"), caption="../report/bsp_iter_kernels.rst", category="BSP paper 001", subcategory="kernels"),
         table4=report(res("bsp", "tables", "table4_iter_kernels_001.csv"), caption="../report/bsp_iter_kernels.rst", category="BSP paper 001", subcategory="kernels"),
+        run=res("bsp", "tables", "iter_kernels_001.run.json"),
     params:
         sets=" ".join(f"--set {shlex.quote(s)}" for s in _bsp_get("set", default=[])),
         script=f"{workflow.basedir}/workflow/scripts/bsp_iter_kernels.py",
@@ -527,6 +529,7 @@ rule bsp_overlap:
     output:
         csv=report(res("bsp", "tables", "fig10_overlap_000.csv"), caption="../report/bsp_overlap.rst", category="BSP paper 000", subcategory="phase timing"),
         fig=report(res("bsp", "figures", "fig10_overlap_000.png"), caption="../report/bsp_overlap.rst", category="BSP paper 000", subcategory="phase timing"),
+        run=res("bsp", "tables", "fig10_overlap_000.run.json"),
     params:
         sets=bsp_profile_sets(),
         script=f"{workflow.basedir}/workflow/scripts/bsp_overlap.py",

@@ -67,7 +67,7 @@ for G, C in plan:
         continue
     name = f"w{G}_c{C}"
     print(f"run G={G} C={C}", flush=True)
-    df, makespan = run_chunks(G, C, args, sc / name, devices, [k % n_gpu for k in range(G)] if devices == "gpu" else None,
+    df, makespan = run_chunks(G, C, args, sc / name, devices, [k % max(n_gpu, 1) for k in range(G)] if devices == "gpu" else None,
                               log=lambda s: print(s, flush=True))
     p = sc / f"{name}.csv"
     io.write_csv(df, p)

@@ -50,6 +50,7 @@ __all__ = ["frechet", "construct_linsys", "solve_linsys", "newton_rhs", "newton_
 
 SOLVE = "cr"      # solve_linsys: "cr" (block cyclic reduction) or "thomas" (single block)
 CR_NWARPS = 32    # warps per cr_eliminate block (capped at NZ)
+MAX_NZ = 127      # the solve kernels' pivot key holds the row in 7 bits: larger NZ use cuda_iter's dense system
 
 _FRECHET_SRC = r"""
 extern "C" __global__ void frechet_kernel(
@@ -567,8 +568,8 @@ def _module():
 def _solve_kernel(NZ: int):
     key = ("solve", NZ)
     if key not in _cache:
-        if NZ > 127:
-            raise ValueError("cuda_blocktri: NZ <= 127 (the pivot key holds the row in 7 bits)")
+        if NZ > MAX_NZ:
+            raise ValueError(f"cuda_blocktri: NZ <= {MAX_NZ} (the pivot key holds the row in 7 bits)")
         nwarps = min(32, NZ)
         src = _SOLVE_SRC.format(nz=NZ, nwarps=nwarps)
         _cache[key] = (cp.RawKernel(src, "blocktri_solve", options=("-std=c++14",)), nwarps * 32)
@@ -606,8 +607,18 @@ def frechet(model, backend, eps, chi, rho, drho=None):
     return F
 
 
+def _dense():
+    """cuda_iter's dense Newton system (cuSOLVER LU), used where NZ > MAX_NZ."""
+    from solver.bsp.kernels import cuda_iter
+
+    return cuda_iter
+
+
 def construct_linsys(model, backend, sysm, F, rhs_int, bflat):
-    """((D, lo, up), b): the row-equilibrated block form on the device (phase constrlinsys)."""
+    """((D, lo, up), b): the row-equilibrated block form on the device (phase constrlinsys).
+    NZ > MAX_NZ: cuda_iter's dense form instead (solve_linsys follows the same rule)."""
+    if sysm.NZ > MAX_NZ:
+        return _dense().construct_linsys(model, backend, sysm, F, rhs_int, bflat)
     NX, NZ = sysm.NX, sysm.NZ
     D0, lo0, up0, _ = _static(model, sysm)
     D = cp.empty((NX, NZ, NZ))
@@ -644,8 +655,8 @@ def cr_nwarps(NZ: int) -> int:
 def _cr_module(NZ: int, nwarps: int):
     key = ("cr", NZ, nwarps)
     if key not in _cache:
-        if NZ > 127:
-            raise ValueError("cuda_blocktri: NZ <= 127 (the pivot key holds the row in 7 bits)")
+        if NZ > MAX_NZ:
+            raise ValueError(f"cuda_blocktri: NZ <= {MAX_NZ} (the pivot key holds the row in 7 bits)")
         _cache[key] = cp.RawModule(code=_CR_SRC.format(nz=NZ, nwarps=nwarps), options=("-std=c++14",))
     return _cache[key]
 
@@ -700,7 +711,10 @@ SOLVERS = {"cr": solve_linsys_cr, "thomas": solve_linsys_thomas}
 def solve_linsys(model, backend, sysm, A, b):
     """x (NX NZ,) of the block system (phase solvelinsys): block cyclic reduction by default
     (``SOLVE`` / env BSP_BLOCKTRI_SOLVE = 'thomas' selects the single-block block Thomas);
-    Dirichlet entries equal b exactly."""
+    Dirichlet entries equal b exactly.  NZ > MAX_NZ: cuda_iter's dense cuSOLVER solve of the
+    dense form construct_linsys built."""
+    if sysm.NZ > MAX_NZ:
+        return _dense().solve_linsys(model, backend, sysm, A, b)
     return SOLVERS[os.environ.get("BSP_BLOCKTRI_SOLVE", SOLVE)](model, backend, sysm, A, b)
 
 
