@@ -1,5 +1,8 @@
-"""Shared fixtures: backends to test over, and the ``gpu`` marker's clean skip."""
+"""Shared fixtures: backends to test over, the ``gpu`` marker's clean skip, and the loader of a
+CUDA fast-path module against a stand-in ``cupy`` (the CPU emulation tests)."""
+import importlib.util
 import os
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -48,3 +51,24 @@ def shared_dir():
     if not SHARED.is_dir():
         pytest.skip(f"shared/ folder not found at {SHARED}")
     return SHARED
+
+
+@pytest.fixture(scope="session")
+def load_with_fake_cupy():
+    """``load(path, name, fake)``: execute the module file ``path`` as a private module ``name``
+    while ``fake`` stands in for ``cupy`` in sys.modules (restored afterwards), and return it."""
+    def load(path, name, fake):
+        saved = sys.modules.get("cupy")
+        sys.modules["cupy"] = fake
+        try:
+            spec = importlib.util.spec_from_file_location(name, path)
+            mod = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(mod)
+        finally:
+            if saved is None:
+                del sys.modules["cupy"]
+            else:
+                sys.modules["cupy"] = saved
+        return mod
+
+    return load

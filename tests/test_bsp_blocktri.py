@@ -35,6 +35,30 @@ def _problem(m, bc, rng, F=None):
     return sysm, F, rhs, bvals, A, b, x0
 
 
+def _indefinite_problem(rng):
+    """A symmetric indefinite F (POTENTIAL's rho need not be monotone) chosen so that the leading
+    3 x 3 minor of block 1 vanishes: elimination with diagonal pivots divides by ~0 at the third
+    node.  Returns (m, bs, sysm, F, rhs, bvals, x0 (SuperLU), d0 (the minor before the shift),
+    minor3 (the minor with t added to F[0, 1, 1]))."""
+    m = model("mesh.NX=11", "mesh.NZ=9")
+    nz = m.NZ - 2
+    bs = blocktri.BlockSystem(poisson.NewtonSystem(m, "dirichlet"))
+    F = _spd_F(rng, m.NX - 2, nz)
+    F0 = rng.standard_normal((nz, nz))
+    F[0] = F0 + F0.T
+
+    def minor3(t):
+        M = bs.D0[1].copy()
+        M[1:-1, 1:-1] += bs.cp_dz * F[0]
+        M[2, 2] += bs.cp_dz * t
+        return np.linalg.det(M[:3, :3])
+
+    d0 = minor3(0.0)
+    F[0, 1, 1] += -d0 / (minor3(1.0) - d0)  # det is linear in t
+    sysm, F, rhs, bvals, A, b, x0 = _problem(m, "dirichlet", rng, F=F)
+    return m, bs, sysm, F, rhs, bvals, x0, d0, minor3
+
+
 MESHES = [("mesh.NX=13", "mesh.NZ=11"), ("mesh.NX=9", "mesh.NZ=17", "device.gate_start_nm=6", "device.gate_end_nm=14")]
 
 
@@ -106,26 +130,8 @@ def test_block_thomas_indefinite_frechet_needs_pivoting(rng):
     3 x 3 minor of block 1 vanishes: elimination with diagonal pivots divides by ~0 at the third
     node; the pivoting solvers (LAPACK in ``solve``, the kernel's exchange steps) still agree
     with SuperLU."""
-    m = model("mesh.NX=11", "mesh.NZ=9")
-    nz = m.NZ - 2
-    sysm = poisson.NewtonSystem(m, "dirichlet")
-    bs = blocktri.BlockSystem(sysm)
-    F = _spd_F(rng, m.NX - 2, nz)
-    F0 = rng.standard_normal((nz, nz))
-    F[0] = F0 + F0.T
-
-    def block1(t):
-        Ft = F[0].copy()
-        Ft[1, 1] += t
-        M = bs.D0[1].copy()
-        M[1:-1, 1:-1] += bs.cp_dz * Ft
-        return M
-
-    d0 = np.linalg.det(block1(0.0)[:3, :3])
-    d1 = np.linalg.det(block1(1.0)[:3, :3])
-    F[0, 1, 1] += -d0 / (d1 - d0)  # det is linear in t
-    assert abs(np.linalg.det(block1(0.0)[:3, :3])) < 1e-10 * abs(d0)
-    sysm, F, rhs, bvals, A, b, x0 = _problem(m, "dirichlet", rng, F=F)
+    m, bs, sysm, F, rhs, bvals, x0, d0, minor3 = _indefinite_problem(rng)
+    assert abs(minor3(0.0)) < 1e-10 * abs(d0)
     D, lo, up, bb = blocktri.construct(np, bs, F, rhs, bvals)
     scale = np.abs(x0).max()
     x = blocktri.solve(np, D, lo, up, bb, bs.dirichlet).ravel()
@@ -348,22 +354,7 @@ def test_emulated_cuda_construct_and_solve(emulated, mesh, bc, rng):
 
 def test_emulated_cuda_solve_pivots(emulated, rng):
     """The indefinite case of test_block_thomas_indefinite_frechet_needs_pivoting on the kernel."""
-    m = model("mesh.NX=11", "mesh.NZ=9")
-    nz = m.NZ - 2
-    sysm = poisson.NewtonSystem(m, "dirichlet")
-    bs = blocktri.BlockSystem(sysm)
-    F = _spd_F(rng, m.NX - 2, nz)
-    F0 = rng.standard_normal((nz, nz))
-    F[0] = F0 + F0.T
-
-    def minor3(t):
-        M = bs.D0[1].copy()
-        M[1:-1, 1:-1] += bs.cp_dz * F[0]
-        M[2, 2] += bs.cp_dz * t
-        return np.linalg.det(M[:3, :3])
-
-    F[0, 1, 1] += -minor3(0.0) / (minor3(1.0) - minor3(0.0))
-    sysm, F, rhs, bvals, A, b, x0 = _problem(m, "dirichlet", rng, F=F)
+    m, bs, sysm, F, rhs, bvals, x0, _, _ = _indefinite_problem(rng)
     D, lo, up, bb = blocktri.construct(np, bs, F, rhs, bvals)
     x = _emul_solve(emulated(m.NZ), D, lo, up, bb, bs.dirichlet)
     assert np.abs(x - x0).max() <= 1e-10 * np.abs(x0).max()
@@ -393,7 +384,6 @@ def test_emulated_cuda_frechet(emulated, with_drho, rng):
 
 def _emul_cr(lib, D, lo, up, b, dirm):
     """The driver of cuda_blocktri.solve_linsys_cr with the emulated kernels."""
-    import ctypes
     NX, NZ = b.shape
     D, lo, up, b = (np.ascontiguousarray(a, dtype=float) for a in (D, lo, up, b))
     blk = lambda: np.full((NX, NZ, NZ), np.nan)  # noqa: E731
@@ -429,22 +419,7 @@ def test_emulated_cuda_cyclic_reduction(emulated, mesh, bc, rng):
 
 def test_emulated_cuda_cyclic_reduction_pivots(emulated, rng):
     """The indefinite F of test_block_thomas_indefinite_frechet_needs_pivoting on the CR kernels."""
-    m = model("mesh.NX=11", "mesh.NZ=9")
-    nz = m.NZ - 2
-    sysm = poisson.NewtonSystem(m, "dirichlet")
-    bs = blocktri.BlockSystem(sysm)
-    F = _spd_F(rng, m.NX - 2, nz)
-    F0 = rng.standard_normal((nz, nz))
-    F[0] = F0 + F0.T
-
-    def minor3(t):
-        M = bs.D0[1].copy()
-        M[1:-1, 1:-1] += bs.cp_dz * F[0]
-        M[2, 2] += bs.cp_dz * t
-        return np.linalg.det(M[:3, :3])
-
-    F[0, 1, 1] += -minor3(0.0) / (minor3(1.0) - minor3(0.0))
-    sysm, F, rhs, bvals, A, b, x0 = _problem(m, "dirichlet", rng, F=F)
+    m, bs, sysm, F, rhs, bvals, x0, _, _ = _indefinite_problem(rng)
     D, lo, up, bb = blocktri.construct(np, bs, F, rhs, bvals)
     x = _emul_cr(emulated(m.NZ, cr=True), D, lo, up, bb, bs.dirichlet)
     assert np.abs(x - x0).max() <= 1e-10 * np.abs(x0).max()
@@ -522,22 +497,7 @@ def test_cuda_block_system_matches_sparse_lu(cupy_backend, mesh, bc, rng):
 def test_cuda_block_solve_pivots(cupy_backend, rng):
     from solver.bsp.kernels import cuda_blocktri
     xp = cupy_backend.xp
-    m = model("mesh.NX=11", "mesh.NZ=9")
-    nz = m.NZ - 2
-    sysm = poisson.NewtonSystem(m, "dirichlet")
-    bs = blocktri.BlockSystem(sysm)
-    F = _spd_F(rng, m.NX - 2, nz)
-    F0 = rng.standard_normal((nz, nz))
-    F[0] = F0 + F0.T
-
-    def minor3(t):
-        M = bs.D0[1].copy()
-        M[1:-1, 1:-1] += bs.cp_dz * F[0]
-        M[2, 2] += bs.cp_dz * t
-        return np.linalg.det(M[:3, :3])
-
-    F[0, 1, 1] += -minor3(0.0) / (minor3(1.0) - minor3(0.0))
-    sysm, F, rhs, bvals, A, b, x0 = _problem(m, "dirichlet", rng, F=F)
+    m, bs, sysm, F, rhs, bvals, x0, _, _ = _indefinite_problem(rng)
     Ad, bd = cuda_blocktri.construct_linsys(m, cupy_backend, sysm, xp.asarray(F), xp.asarray(rhs), bvals)
     for name, fn in cuda_blocktri.SOLVERS.items():
         x = cupy_backend.to_numpy(fn(m, cupy_backend, sysm, Ad, bd))
@@ -616,25 +576,15 @@ def test_gpu_run_auto_vs_array(cupy_backend):
         assert r <= 1e-10, (k, r)
 
 
-def test_newton_system_above_the_kernel_limit_uses_the_dense_fast_path(monkeypatch):
+def test_newton_system_above_the_kernel_limit_uses_the_dense_fast_path(monkeypatch, load_with_fake_cupy):
     """NZ > MAX_NZ (paper 001 runs NZ = 129): construct_linsys and solve_linsys of cuda_blocktri
     hand over to cuda_iter's dense system instead of failing (checked on the CPU behind a stand-in
     cupy; the dense path itself is covered by the gpu tests of test_bsp_kernels_iter.py)."""
-    import importlib
-    import sys
     import types
+    from pathlib import Path
 
-    saved = {k: sys.modules.get(k) for k in ("cupy", "solver.bsp.kernels.cuda_blocktri")}
-    sys.modules["cupy"] = types.ModuleType("cupy")
-    sys.modules.pop("solver.bsp.kernels.cuda_blocktri", None)
-    try:
-        cb = importlib.import_module("solver.bsp.kernels.cuda_blocktri")
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                sys.modules.pop(k, None)
-            else:
-                sys.modules[k] = v
+    src = Path(blocktri.__file__).parent / "kernels" / "cuda_blocktri.py"
+    cb = load_with_fake_cupy(src, "_cuda_blocktri_stub", types.ModuleType("cupy"))
     calls = []
     dense = types.SimpleNamespace(construct_linsys=lambda *a: calls.append("construct") or ("A", "b"),
                                   solve_linsys=lambda *a: calls.append("solve") or "x")

@@ -12,12 +12,10 @@ The WENO terms must agree with the NumPy array path bit for bit there.
 """
 import ast
 import ctypes
-import importlib.util
 import math
 import re
 import shutil
 import subprocess
-import sys
 import types
 from pathlib import Path
 
@@ -161,23 +159,12 @@ def _fake_cupy(funcs):
 
 
 @pytest.fixture(scope="module")
-def emulated(tmp_path_factory):
+def emulated(tmp_path_factory, load_with_fake_cupy):
     """cuda_bte loaded against the stand-in cupy (a private module object; sys.modules restored)."""
     if shutil.which("g++") is None:
         pytest.skip("no g++ for the CPU emulation of the kernels")
     funcs = _build_emulation(tmp_path_factory.mktemp("cuda_bte"))
-    saved = sys.modules.get("cupy")
-    sys.modules["cupy"] = _fake_cupy(funcs)
-    try:
-        spec = importlib.util.spec_from_file_location("_cuda_bte_emulated", SRC)
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-    finally:
-        if saved is None:
-            del sys.modules["cupy"]
-        else:
-            sys.modules["cupy"] = saved
-    return mod
+    return load_with_fake_cupy(SRC, "_cuda_bte_emulated", _fake_cupy(funcs))
 
 
 @pytest.mark.parametrize("levels,mechanisms", [("random", None), ("grid", None), ("smooth", (0, 3, 5))])

@@ -193,27 +193,14 @@ def _fake_cupy_iter(tmp):
 
 
 @pytest.fixture(scope="module")
-def emulated_iter(tmp_path_factory):
+def emulated_iter(tmp_path_factory, load_with_fake_cupy):
     """cuda_iter loaded against the stand-in cupy (a private module object; sys.modules restored)."""
-    import importlib.util
     import shutil
-    import sys
     from pathlib import Path
     if shutil.which("g++") is None:
         pytest.skip("needs g++ (C++20) to run the CUDA source on the host")
     src = Path(schrodinger.__file__).parent / "kernels" / "cuda_iter.py"
-    saved = sys.modules.get("cupy")
-    sys.modules["cupy"] = _fake_cupy_iter(tmp_path_factory.mktemp("cuda_iter_emul"))
-    try:
-        spec = importlib.util.spec_from_file_location("_cuda_iter_emulated", src)
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-    finally:
-        if saved is None:
-            del sys.modules["cupy"]
-        else:
-            sys.modules["cupy"] = saved
-    return mod
+    return load_with_fake_cupy(src, "_cuda_iter_emulated", _fake_cupy_iter(tmp_path_factory.mktemp("cuda_iter_emul")))
 
 
 @pytest.mark.parametrize("mesh,block", [(("mesh.NX=9", "mesh.NZ=17"), 32),
