@@ -136,7 +136,7 @@ def _size_bytes(text):
 
 
 def cpu_specs(threads: int | None = None) -> list[dict]:
-    from solver.provenance import cpu_model
+    from solver.backend import cpu_model
 
     name = cpu_model()
     rows = []

@@ -80,7 +80,7 @@ def set_threading_layer(layer: str) -> None:
 class CpuContext:
     def __init__(self, cfg):
         from solver.backend import get_backend
-        from solver.provenance import cpu_model
+        from solver.backend import cpu_model
 
         self.cfg = cfg
         self.dtype = np.dtype(cfg["precision"])
