@@ -249,7 +249,7 @@ def strong_scaling(chunk_csvs, out_csv, config=None):
 
 
 def measured_scaling(run_csvs, out_csv, config=None):
-    """Fig 8a from timed parallel runs (workflow/scripts/rgf_chunks.py): one row per (workers,
+    """Fig 8a from timed parallel runs (solver.rgf.scaling): one row per (workers,
     chunks) with the measured makespan; speed-up and efficiency against the 1-worker run with
     the same chunk count and against the 1-worker, 1-chunk run (when present)."""
     import json
