@@ -8,7 +8,10 @@ array version as the reference the tests compare against.  CuPy and numba are im
 from __future__ import annotations
 
 import os
+import platform
 from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -69,10 +72,20 @@ class Backend:
                 cupy_version=cp.__version__,
             )
         else:
-            from solver.provenance import cpu_model
-
             info["device"] = cpu_model()
         return info
+
+
+@lru_cache(maxsize=None)
+def cpu_model() -> str:
+    """The CPU's model name (/proc/cpuinfo), else what platform reports."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.lower().startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
 
 
 def gpu_available() -> bool:

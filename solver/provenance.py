@@ -10,23 +10,13 @@ import os
 import platform
 import re
 import subprocess
-from functools import lru_cache
 from pathlib import Path
+
+from solver.backend import cpu_model, gpu_available
 
 # distribution names (importlib.metadata), so nothing is imported just to read a version
 LIBRARIES = ("numpy", "scipy", "pandas", "h5py", "matplotlib", "numba", "cupy-cuda13x", "cupy-cuda12x",
              "snakemake", "pyyaml", "jsonschema")
-
-
-@lru_cache(maxsize=None)
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.lower().startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def git_info(cwd: str | os.PathLike | None = None) -> dict:
@@ -105,8 +95,6 @@ def machine_tag(backend=None) -> str:
     env = os.environ.get("SOLVER_MACHINE")
     if env:
         return env
-    from solver.backend import gpu_available
-
     if (backend is None or backend.is_gpu) and gpu_available():
         import cupy
 

@@ -127,12 +127,14 @@ def test_step3_product_count():
 @pytest.mark.parametrize("case", [1, 2, 3, 4])
 def test_numba_cases_match_blas(case):
     pytest.importorskip("numba")
-    from solver.rgf.kernels import NumbaOps
+    from solver.rgf.kernels import case_ops
 
     w = build_wire(1, 2, "jancu1998", False)
     dev = Device(w, 2)
     ref = dev.solve(5.0, ComplexOps(), offdiag="all")
-    r = dev.solve(5.0, NumbaOps(case), offdiag="all")
+    ops = case_ops(case)
+    assert ops.name == ("aos", "soa", "tiled", "sched")[case - 1]
+    r = dev.solve(5.0, ops, offdiag="all")
     assert r["T_LR"] == pytest.approx(ref["T_LR"], rel=1e-10)
     assert np.allclose(r["ldos_layers"], ref["ldos_layers"], rtol=1e-10)
 

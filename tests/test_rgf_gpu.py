@@ -21,12 +21,14 @@ def test_cupy_transmission_matches_numpy(cupy_backend, E):
 
 @pytest.mark.parametrize("kernel", ["tiled", "cublas"])
 def test_case5_matches_numpy(cupy_backend, kernel):
-    from solver.rgf.kernels import GPUStep3Ops
+    from solver.rgf.kernels import case_ops
 
     w = build_wire(2, 2, "jancu1998", False)
     dev = Device(w, 2)
     ref = dev.solve(2.6, ComplexOps(np), offdiag="all")
-    r = dev.solve(2.6, GPUStep3Ops(kernel), offdiag="all")
+    ops = case_ops(5, kernel)
+    assert ops.name == f"gpu-{kernel}"
+    r = dev.solve(2.6, ops, offdiag="all")
     assert abs(r["T_LR"] - ref["T_LR"]) < 1e-10
     assert np.allclose(r["ldos_layers"], ref["ldos_layers"], rtol=1e-10, atol=1e-12)
 
@@ -34,7 +36,7 @@ def test_case5_matches_numpy(cupy_backend, kernel):
 def test_tiled_kernel_product(cupy_backend, rng):
     import cupy as cp
 
-    from solver.rgf.kernels import gpu_tiled_mul
+    from solver.rgf.kernels.cuda import gpu_tiled_mul
 
     a = rng.normal(size=(70, 45)) + 1j * rng.normal(size=(70, 45))
     b = rng.normal(size=(45, 33)) + 1j * rng.normal(size=(45, 33))

@@ -7,6 +7,7 @@ import pytest
 
 from solver.config import ConfigError
 from solver.vecops import cpu as C
+from solver.vecops import numba_cpu as NB
 from solver.vecops import matrices as Mx
 from solver.vecops.bench import capped_reps, time_cpu
 from solver.vecops.config import resolve
@@ -76,7 +77,7 @@ def test_csr_example_of_the_paper():
     v = np.array([1, 2, 3, 4], np.float32)
     dense = np.array([[1, 2, 0, 0], [0, 3, 4, 0], [0, 0, 5, 6], [0, 7, 8, 9]], np.float32)
     r = np.empty(4, np.float32)
-    assert np.array_equal(C.spmv_numba(A, v, r), dense @ v)
+    assert np.array_equal(NB.spmv(A, v, r), dense @ v)
     assert np.array_equal(C.spmv_ref(A, v), dense @ v)
     assert np.allclose(C.spmv_exact(A, v), [5, 18, 39, 74])
 
@@ -86,16 +87,16 @@ def test_cpu_kernels_match_float64(dtype, tol):
     n = 100_003
     x, y = Mx.random_vectors(n, 3, dtype)
     r = np.empty_like(x)
-    assert C.rel_err(C.axpy_numba(2.5, x, y, r), C.axpy_exact(2.5, x, y)) < tol
+    assert C.rel_err(NB.axpy(2.5, x, y, r), C.axpy_exact(2.5, x, y)) < tol
     assert C.rel_err(C.axpy_ref(2.5, x, y), C.axpy_exact(2.5, x, y)) < tol
     exact = C.dot_exact(x, y)
-    assert C.rel_err(C.dot_numba(x, y), exact) < tol
+    assert C.rel_err(NB.dot(x, y), exact) < tol
     assert C.rel_err(C.dot_ref(x, y), exact) < 1e-5 if dtype == "float32" else tol
     A = Mx.fixed_row_csr(2000, 50, seed=5, dtype=dtype)
     (v,) = Mx.random_vectors(2000, 5, dtype, count=1)
     out = np.empty(2000, dtype)
     ex = C.spmv_exact(A, v)
-    assert C.rel_err(C.spmv_numba(A, v, out), ex) < 10 * tol
+    assert C.rel_err(NB.spmv(A, v, out), ex) < 10 * tol
     assert C.rel_err(C.spmv_ref(A, v), ex) < 10 * tol
 
 
@@ -103,7 +104,7 @@ def test_dot_known_answer():
     n = 1 << 16
     x = np.ones(n, np.float32)
     y = np.arange(n, dtype=np.float32) % 7
-    assert C.dot_numba(x, y) == pytest.approx(float(y.astype(np.float64).sum()), rel=0, abs=0)
+    assert NB.dot(x, y) == pytest.approx(float(y.astype(np.float64).sum()), rel=0, abs=0)
 
 
 def test_timing_harness_positive_finite():
@@ -155,3 +156,17 @@ def test_cli_bench_ceilings_table1_plot(tmp_path):
                  "--out", str(tmp_path / "x.csv")]) == 2
     assert main(["vecops", "bench", "--figure", "fig09", "--device", "cpu", "--config-json", '{"precision": "half"}',
                  "--out", str(tmp_path / "y.csv")]) == 2
+
+
+def test_backend_tables():
+    import importlib.util
+
+    from solver.backend import BackendUnavailable
+    from solver.vecops import REGISTRY, backend_table
+
+    assert backend_table("numba") is REGISTRY.table("numba")
+    assert sorted(backend_table("numba")) == ["axpy", "copy", "dot", "spmv"]
+    assert REGISTRY.describe(REGISTRY.lookup("numba", "dot")) == "solver.vecops.numba_cpu.dot"
+    if importlib.util.find_spec("cupy") is None:
+        with pytest.raises(BackendUnavailable, match="'cupy'"):
+            backend_table("cupy")

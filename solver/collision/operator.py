@@ -13,10 +13,11 @@ k and l from i are (S_n - M)/2 and -(S_n + M)/2 with S_n = n . strides, M = m . 
 sparse table of (n, 2 Omega) is stored per *sorted* |m| (coeffs.py); a signed m reads it through
 the permutation that sorts |m| (permuted strides).
 
-Backends: ``numpy`` (reference, vectorised per offset m over (n, i)), ``numba`` (prange over i,
-sum over j and n; 1 or all cores), ``cupy`` (RawKernel: one block per (m, tile of n), the tile of
-(S_n, weight) in shared memory, threads over the cells i with j = i - m inside the mesh, one
-atomicAdd per (i, m, tile)).  float32 (as the paper) and float64.
+Backends: ``numpy`` (reference ``gain_reference``, vectorised per offset m over (n, i)); the fast
+paths of ``solver.collision.kernels`` (one dispatch table per backend): ``numba`` (prange over i,
+sum over j and n; 1 or all cores), ``cupy`` (RawKernel of ``kernels/gain.cu``: one block per (m,
+tile of n), the tile of (S_n, weight) in shared memory, threads over the cells i with j = i - m
+inside the mesh, one atomicAdd per (i, m, tile)).  float32 (as the paper) and float64.
 """
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from solver.collision.coeffs import OmegaTable, load_or_build
+from solver.collision.kernels import REGISTRY
 
 KERNELS = ("hard_spheres", "maxwell")
 
@@ -55,114 +57,6 @@ class VelocityGrid:
     def describe(self):
         return {"N": self.N, "h": self.h, "lower": list(self.lower),
                 "upper": [lo + self.N * self.h for lo in self.lower]}
-
-
-# ----------------------------------------------------------------------------- numba kernels
-_NUMBA = {}
-
-
-def _numba_gain():
-    if "gain" in _NUMBA:
-        return _NUMBA["gain"]
-    from numba import njit, prange
-
-    @njit(parallel=True, cache=True)
-    def gain(fpad, N, P, sidx_m, ps, Mflat, coef, ptr, n, w, cells, out):
-        Np = N + 2 * P
-        S0 = Np * Np
-        S1 = Np
-        K = 2 * N - 1
-        for c in prange(cells.shape[0]):
-            i = cells[c]
-            ix = i // (N * N)
-            iy = (i // N) % N
-            iz = i % N
-            ip = (ix + P) * S0 + (iy + P) * S1 + (iz + P)
-            acc = 0.0
-            for jx in range(N):
-                mx = ix - jx + N - 1
-                for jy in range(N):
-                    my = iy - jy + N - 1
-                    for jz in range(N):
-                        mz = iz - jz + N - 1
-                        mi = (mx * K + my) * K + mz
-                        s = sidx_m[mi]
-                        p0 = ps[mi, 0]
-                        p1 = ps[mi, 1]
-                        p2 = ps[mi, 2]
-                        M = Mflat[mi]
-                        a = 0.0
-                        for e in range(ptr[s], ptr[s + 1]):
-                            Sn = n[e, 0] * p0 + n[e, 1] * p1 + n[e, 2] * p2
-                            a += w[e] * fpad[ip + (Sn - M) // 2] * fpad[ip - (Sn + M) // 2]
-                        acc += coef[mi] * a
-            out[c] = acc
-
-    _NUMBA["gain"] = gain
-    return gain
-
-
-# ----------------------------------------------------------------------------- CUDA kernel
-_CUDA_SRC = r"""
-#define TILE 512
-extern "C" __global__ void gain_kernel_T(const REAL* __restrict__ fpad, const int* __restrict__ sidx_m,
-        const int* __restrict__ ps, const long long* __restrict__ Mflat, const REAL* __restrict__ coef,
-        const long long* __restrict__ ptr, const int* __restrict__ n3, const REAL* __restrict__ w,
-        REAL* __restrict__ out, const int N, const int P)
-{
-    const int K = 2 * N - 1;
-    const int mi = blockIdx.x;
-    const int s = sidx_m[mi];
-    const long long e0 = ptr[s] + (long long)blockIdx.y * TILE;
-    const long long e1 = ptr[s + 1];
-    if (s == 0 || e0 >= e1) return;
-    const int cnt = (e1 - e0 < TILE) ? (int)(e1 - e0) : TILE;
-    const int mx = mi / (K * K) - (N - 1), my = (mi / K) % K - (N - 1), mz = mi % K - (N - 1);
-    const int p0 = ps[3 * mi], p1 = ps[3 * mi + 1], p2 = ps[3 * mi + 2];
-    const long long M = Mflat[mi];
-    const REAL c = coef[mi];
-    __shared__ int sK[TILE];
-    __shared__ int sL[TILE];
-    __shared__ REAL sW[TILE];
-    for (int q = threadIdx.x; q < cnt; q += blockDim.x) {
-        const long long e = e0 + q;
-        const long long Sn = (long long)n3[3 * e] * p0 + (long long)n3[3 * e + 1] * p1 + (long long)n3[3 * e + 2] * p2;
-        sK[q] = (int)((Sn - M) / 2);
-        sL[q] = (int)(-(Sn + M) / 2);
-        sW[q] = w[e];
-    }
-    __syncthreads();
-    const int x0 = max(0, mx), x1 = min(N, N + mx);
-    const int y0 = max(0, my), y1 = min(N, N + my);
-    const int z0 = max(0, mz), z1 = min(N, N + mz);
-    const int nby = y1 - y0, nbz = z1 - z0;
-    const int total = (x1 - x0) * nby * nbz;
-    const int Np = N + 2 * P;
-    for (int t = threadIdx.x; t < total; t += blockDim.x) {
-        const int ix = x0 + t / (nby * nbz);
-        const int iy = y0 + (t / nbz) % nby;
-        const int iz = z0 + t % nbz;
-        const int ip = ((ix + P) * Np + (iy + P)) * Np + (iz + P);
-        REAL acc = 0;
-        for (int q = 0; q < cnt; ++q)
-            acc += sW[q] * __ldg(fpad + ip + sK[q]) * __ldg(fpad + ip + sL[q]);
-        atomicAdd(out + (ix * N + iy) * N + iz, c * acc);
-    }
-}
-"""
-_CUDA_TILE = 512
-_CUDA_CACHE = {}
-
-
-def _cuda_gain(dtype):
-    import cupy as cp
-
-    key = np.dtype(dtype).name
-    if key not in _CUDA_CACHE:
-        real = "double" if key == "float64" else "float"
-        src = _CUDA_SRC.replace("REAL", real).replace("gain_kernel_T", f"gain_kernel_{key}")
-        _CUDA_CACHE[key] = cp.RawKernel(src, f"gain_kernel_{key}", options=("-std=c++11",))
-    return _CUDA_CACHE[key]
 
 
 # ----------------------------------------------------------------------------- the operator
@@ -215,7 +109,7 @@ class CollisionOperator:
         phi = np.stack([np.ones_like(C[0]), C[0], C[1], C[2], C[0] ** 2 + C[1] ** 2 + C[2] ** 2])
         self.phi = xp.asarray(phi.reshape(5, -1))
         self.xi = [xp.asarray(x) for x in X]
-        self._dev = None
+        self.device_cache = {}  # arrays of the fast paths, per backend
 
     # -- pieces ---------------------------------------------------------------------------
     def pad(self, f):
@@ -225,16 +119,14 @@ class CollisionOperator:
         return fp.reshape(-1)
 
     def gain(self, f):
-        """sum_{m,n} A_{m,n} f_k f_l (uncorrected gain), same backend as f."""
-        name = self.backend.name
+        """sum_{m,n} A_{m,n} f_k f_l (uncorrected gain), same backend as f: the backend's fast
+        path (solver.collision.kernels) or the reference."""
         f = self.xp.asarray(f, dtype=self.dtype)
-        if name == "numba":
-            return self._gain_numba(f)
-        if name == "cupy":
-            return self._gain_cupy(f)
-        return self._gain_numpy(f)
+        fast = REGISTRY.lookup(self.backend.name, "gain")
+        return fast(self, f) if fast is not None else self.gain_reference(f)
 
-    def _gain_numpy(self, f):
+    def gain_reference(self, f):
+        """The gain in NumPy, vectorised per offset m over (n, i)."""
         N, P = self.N, self.P
         Np = N + 2 * P
         fp = self.pad(f)
@@ -258,39 +150,6 @@ class CollisionOperator:
             val = (t.w[e0:e1].astype(self.dtype) @ (fk * fl)) * self.dtype.type(self.coef[mi])
             out[sl] += val.reshape(out[sl].shape)
         return out
-
-    def _gain_numba(self, f, cells=None):
-        """numba gain; ``cells`` (flat indices) restricts it to those cells (timing samples)."""
-        gain = _numba_gain()
-        t = self.table
-        N = self.N
-        full = cells is None
-        cells = np.arange(N ** 3, dtype=np.int64) if full else np.asarray(cells, np.int64)
-        out = np.empty(len(cells), dtype=self.dtype)
-        if not hasattr(self, "_nb_args"):
-            self._nb_args = (self.sidx_m, self.ps.astype(np.int64), self.Mflat, self.coef.astype(self.dtype),
-                             t.ptr, t.n.astype(np.int64), t.w.astype(self.dtype))
-        gain(self.pad(f), N, self.P, *self._nb_args, cells, out)
-        return out.reshape(N, N, N) if full else out
-
-    def _gain_cupy(self, f):
-        import cupy as cp
-
-        if self._dev is None:
-            t = self.table
-            self._dev = dict(sidx=cp.asarray(self.sidx_m), ps=cp.asarray(self.ps.reshape(-1)),
-                             M=cp.asarray(self.Mflat), coef=cp.asarray(self.coef.astype(self.dtype)),
-                             ptr=cp.asarray(t.ptr), n=cp.asarray(t.n.astype(np.int32).reshape(-1)),
-                             w=cp.asarray(t.w.astype(self.dtype)))
-        d = self._dev
-        N = self.N
-        out = cp.zeros(N ** 3, dtype=self.dtype)
-        ker = _cuda_gain(self.dtype)
-        tiles = -(-self.max_half_nnz // _CUDA_TILE)
-        ker(((2 * N - 1) ** 3, tiles), (256,),
-            (self.pad(f), d["sidx"], d["ps"], d["M"], d["coef"], d["ptr"], d["n"], d["w"], out,
-             np.int32(N), np.int32(self.P)))
-        return out.reshape(N, N, N)
 
     def frequency(self, f):
         """nu_i = sum_j B_{i-j} f_j (FFT convolution, same backend as f)."""

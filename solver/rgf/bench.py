@@ -71,13 +71,13 @@ def wire_gap_table(out_csv, sizes=(2, 3, 4), tb_set="boykin2004", spin_orbit=Fal
 
 
 def make_ops(backend_name, case=None, gpu_kernel="cublas", batched=False):
-    from solver.rgf.kernels import GPUStep3Ops, NumbaOps
+    """The block algebra: optimization case ``case`` of Table 3 (solver.rgf.kernels), else the BLAS
+    reference on the backend's array module (``batched``: energies stacked)."""
+    from solver.rgf.kernels import case_ops
     from solver.rgf.rgf import BatchedOps, ComplexOps
 
-    if case in (1, 2, 3, 4):
-        return NumbaOps(case)
-    if case == 5:
-        return GPUStep3Ops(gpu_kernel)
+    if case is not None:
+        return case_ops(case, gpu_kernel)
     be = get_backend(backend_name)
     return BatchedOps(be.xp) if batched else ComplexOps(be.xp)
 
@@ -249,7 +249,7 @@ def strong_scaling(chunk_csvs, out_csv, config=None):
 
 
 def measured_scaling(run_csvs, out_csv, config=None):
-    """Fig 8a from timed parallel runs (workflow/scripts/rgf_chunks.py): one row per (workers,
+    """Fig 8a from timed parallel runs (solver.rgf.scaling): one row per (workers,
     chunks) with the measured makespan; speed-up and efficiency against the 1-worker run with
     the same chunk count and against the 1-worker, 1-chunk run (when present)."""
     import json

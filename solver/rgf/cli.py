@@ -1,5 +1,5 @@
 """``python -m solver rgf <subcommand>``: bulk, wire-gaps, sweep, plot-sweep, cases, plot-cases,
-cost, plot-cost, table1, scaling, scaling-measured."""
+cost, plot-cost, table1, scaling, scaling-run, scaling-measured."""
 from __future__ import annotations
 
 import numpy as np
@@ -61,7 +61,15 @@ def register(sub):
     c = s.add_parser("scaling", help="Fig 8a from the sweep chunks' measured times")
     c.add_argument("--out", required=True); c.add_argument("--fig"); c.add_argument("inputs", nargs="+")
     c.set_defaults(func=lambda a: _scaling(a))
-    c = s.add_parser("scaling-measured", help="Fig 8a from timed parallel runs (workflow/scripts/rgf_chunks.py)")
+    c = s.add_parser("scaling-run", help="Fig 8a, measured: the sweep in C chunk processes, at most W at a time "
+                     "(arguments after -- go to every `rgf sweep`)")
+    c.add_argument("--workers", type=int, required=True); c.add_argument("--chunks", type=int, required=True)
+    c.add_argument("--devices", choices=["cpu", "gpu"], default="cpu")
+    c.add_argument("--gpu-ids", default="", help="comma list (default 0..W-1)")
+    c.add_argument("--out", required=True); c.add_argument("--chunk-dir", required=True)
+    c.add_argument("sweep_args", nargs="*", help="arguments of `rgf sweep` (after --)")
+    c.set_defaults(func=lambda a: _scaling_run(a))
+    c = s.add_parser("scaling-measured", help="Fig 8a from timed parallel runs (rgf scaling-run)")
     c.add_argument("--out", required=True); c.add_argument("--fig"); c.add_argument("--title", default="")
     c.add_argument("inputs", nargs="+")
     c.set_defaults(func=lambda a: _scaling_measured(a))
@@ -132,6 +140,13 @@ def _scaling(a):
     if a.fig:
         from solver.rgf.plots import fig8a
         fig8a(a.out, a.fig)
+
+
+def _scaling_run(a):
+    from solver.rgf.scaling import scaling_run
+    scaling_run(a.workers, a.chunks, a.sweep_args, a.out, a.chunk_dir, a.devices, _ints(a.gpu_ids) or None,
+                log=lambda m: print(m, flush=True))
+    return 0
 
 
 def _scaling_measured(a):

@@ -1,10 +1,6 @@
-"""CPU columns: the NumPy/SciPy reference (also the test oracle) and numba all-core kernels.
-
-The numba kernels are the many-core stand-in for the paper's Xeon Phi (same loops as the paper's
-"CPU routine", parallelised over rows / elements with ``prange``).  The numba DOT accumulates in
-float64 (the paper's CPU loop accumulates in float; at 50M elements a float accumulator loses
-about four digits); AXPY and SpMV work in the array precision.
-"""
+"""CPU reference columns: NumPy/SciPy (also the test oracle) and the float64 answers of the error
+checks.  The numba all-core kernels are the "numba" table of ``solver.vecops.REGISTRY``
+(``numba_cpu``)."""
 from __future__ import annotations
 
 import numpy as np
@@ -60,61 +56,3 @@ def rel_err(got, exact) -> float:
     exact = np.asarray(exact, dtype=np.float64)
     den = float(np.max(np.abs(exact))) or 1.0
     return float(np.max(np.abs(got - exact)) / den)
-
-
-# -- numba all-core kernels ----------------------------------------------------------------------
-
-_NUMBA = {}
-
-
-def _kernels():
-    if _NUMBA:
-        return _NUMBA
-    from numba import njit, prange
-
-    @njit(parallel=True, cache=True, fastmath=False)
-    def axpy_nb(a, x, y, r):
-        for i in prange(x.size):
-            r[i] = a * x[i] + y[i]
-        return r
-
-    @njit(parallel=True, cache=True)
-    def dot_nb(x, y):
-        s = 0.0
-        for i in prange(x.size):
-            s += np.float64(x[i]) * np.float64(y[i])
-        return s
-
-    @njit(parallel=True, cache=True)
-    def spmv_nb(AA, JA, IA, v, r):
-        for row in prange(r.size):
-            acc = r.dtype.type(0.0)
-            for i in range(IA[row], IA[row + 1]):
-                acc += AA[i] * v[JA[i]]
-            r[row] = acc
-        return r
-
-    @njit(parallel=True, cache=True)
-    def copy_nb(x, r):
-        for i in prange(x.size):
-            r[i] = x[i]
-        return r
-
-    _NUMBA.update(axpy=axpy_nb, dot=dot_nb, spmv=spmv_nb, copy=copy_nb)
-    return _NUMBA
-
-
-def axpy_numba(a, x, y, out):
-    return _kernels()["axpy"](x.dtype.type(a), x, y, out)
-
-
-def dot_numba(x, y):
-    return _kernels()["dot"](x, y)
-
-
-def spmv_numba(A, v, out):
-    return _kernels()["spmv"](A.data, A.indices, A.indptr, v, out)
-
-
-def copy_numba(x, out):
-    return _kernels()["copy"](x, out)

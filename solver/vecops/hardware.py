@@ -136,7 +136,7 @@ def _size_bytes(text):
 
 
 def cpu_specs(threads: int | None = None) -> list[dict]:
-    from solver.provenance import cpu_model
+    from solver.backend import cpu_model
 
     name = cpu_model()
     rows = []
@@ -228,7 +228,6 @@ def gpu_ceilings(cfg: dict) -> pd.DataFrame:
 
 
 def cpu_ceilings(cfg: dict) -> pd.DataFrame:
-    from solver.vecops import cpu as C
     from solver.vecops.sweeps import CpuContext
 
     cx = CpuContext(cfg)
@@ -241,7 +240,7 @@ def cpu_ceilings(cfg: dict) -> pd.DataFrame:
     rows.append(dict(quantity="numpy_copy_bandwidth", value=nbytes / t["median_s"] / 1e9, unit="GB/s", n=n, **t,
                      threads=1, check=bool(np.array_equal(x, r))))
     r[:] = 0
-    t = cx.time(lambda: C.copy_numba(x, r))
+    t = cx.time(lambda: cx.nb["copy"](x, r))
     rows.append(dict(quantity="numba_copy_bandwidth", value=nbytes / t["median_s"] / 1e9, unit="GB/s", n=n, **t,
                      threads=cx.threads, check=bool(np.array_equal(x, r))))
     df = pd.DataFrame(rows)

@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from solver.vecops import cpu as C
+from solver.vecops import backend_table
 from solver.vecops.matrices import fixed_row_csr, random_vectors, table2
 
 FIGURES = ("fig09", "fig10_11", "fig12", "fig13", "fig14", "crossover")
@@ -79,14 +80,14 @@ def set_threading_layer(layer: str) -> None:
 
 class CpuContext:
     def __init__(self, cfg):
-        from solver.backend import get_backend
-        from solver.provenance import cpu_model
+        from solver.backend import cpu_model, get_backend
 
         self.cfg = cfg
         self.dtype = np.dtype(cfg["precision"])
         set_threading_layer(cfg["cpu_threading_layer"])
         self.backend = get_backend("numba", threads=cfg["cpu_threads"] or None)
         self.threads = self.backend.threads
+        self.nb = backend_table("numba")
         model = cpu_model()
         self.ctx_numpy = {"kind": "cpu", "device": model, "precision": cfg["precision"], "threads": 1}
         self.ctx_numba = {"kind": "cpu", "device": model, "precision": cfg["precision"], "threads": self.threads}
@@ -115,7 +116,7 @@ def cpu_sweep(fig: str, cfg: dict) -> pd.DataFrame:
             rows.append(_row(fig, cx.ctx_numpy, "numpy", t, n=n, nbytes=vec_bytes("axpy", n, s), flops=2 * n,
                              err=C.rel_err(r, exact)))
             r[:] = 0
-            t = cx.time(lambda: C.axpy_numba(a, x, y, r))
+            t = cx.time(lambda: cx.nb["axpy"](a, x, y, r))
             rows.append(_row(fig, cx.ctx_numba, "numba", t, n=n, nbytes=vec_bytes("axpy", n, s), flops=2 * n,
                              err=C.rel_err(r, exact)))
     elif fig in ("fig10_11", "fig12"):
@@ -127,7 +128,7 @@ def cpu_sweep(fig: str, cfg: dict) -> pd.DataFrame:
             t = cx.time(lambda: out.__setitem__("v", C.dot_ref(x, y)))
             rows.append(_row(fig, cx.ctx_numpy, "numpy", t, n=n, nbytes=vec_bytes("dot", n, s), flops=2 * n,
                              err=C.rel_err(out["v"], exact)))
-            t = cx.time(lambda: out.__setitem__("v", C.dot_numba(x, y)))
+            t = cx.time(lambda: out.__setitem__("v", cx.nb["dot"](x, y)))
             rows.append(_row(fig, cx.ctx_numba, "numba", t, n=n, nbytes=vec_bytes("dot", n, s), flops=2 * n,
                              err=C.rel_err(out["v"], exact)))
     elif fig in ("fig13", "fig14"):
@@ -145,7 +146,7 @@ def cpu_sweep(fig: str, cfg: dict) -> pd.DataFrame:
             rows.append(_row(fig, cx.ctx_numpy, "scipy", t, A=A, matrix=name, nbytes=A.bytes_moved(),
                              flops=A.flops(), err=C.rel_err(r, exact)))
             r[:] = 0
-            t = cx.time(lambda: C.spmv_numba(A, v, r))
+            t = cx.time(lambda: cx.nb["spmv"](A, v, r))
             rows.append(_row(fig, cx.ctx_numba, "numba", t, A=A, matrix=name, nbytes=A.bytes_moved(),
                              flops=A.flops(), err=C.rel_err(r, exact)))
     else:
@@ -160,13 +161,13 @@ class GpuContext:
     def __init__(self, cfg):
         from solver.backend import get_backend
         from solver.vecops.bench import GpuTimer
-        from solver.vecops.kernels import GpuKernels
 
         self.cfg = cfg
         self.backend = get_backend("cupy")
         self.cp = self.backend.xp
         self.dtype = np.dtype(cfg["precision"])
-        self.k = GpuKernels(self.dtype)
+        self.cuda = backend_table("cupy")
+        self.k = self.cuda["kernels"](self.dtype)
         tm = cfg["timing"]
         self.timer = GpuTimer(self.k, batch=tm["batch"], loop_reps=tm["loop_reps"], host_reps=tm["host_reps"])
         self.tkw = dict(reps=tm["reps"], warmup=tm["warmup"], max_seconds=tm["max_seconds"], min_reps=tm["min_reps"])
@@ -237,8 +238,7 @@ def gpu_sweep(fig: str, cfg: dict) -> pd.DataFrame:
             del dx, dy, vrp
             cp.get_default_memory_pool().free_all_blocks()
     elif fig in ("fig13", "fig14", "crossover"):
-        from solver.vecops.kernels import cusparse_matrix, device_csr
-
+        device_csr, cusparse_matrix = g.cuda["device_csr"], g.cuda["cusparse_matrix"]
         sc = cfg["spmv_scalar"]
         if fig == "fig13":
             sv = cfg["spmv_vector"]

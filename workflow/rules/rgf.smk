@@ -1,13 +1,12 @@
 # Rules of the rgf study (paper 002: recursive Green's function transport in a [100] Si nanowire).
 # Conventions: see common.smk.  Bulk/wire gap tables pin the Hamiltonian; T(E)/LDOS(E) run as one
 # job per chunk of energies (rgf_sweep_chunk; several lengths share the leads of one energy);
-# Fig 8a comes from timed parallel runs (rgf_scaling_run: workflow/scripts/rgf_chunks.py launches
-# the same `solver rgf sweep --chunk c --n-chunks C` command as rgf_sweep_chunk, at most W chunk
+# Fig 8a comes from timed parallel runs (rgf_scaling_run: `solver rgf scaling-run` launches the
+# same `solver rgf sweep --chunk c --n-chunks C` command as rgf_sweep_chunk, at most W chunk
 # processes at a time, one per GPU through CUDA_VISIBLE_DEVICES when USE_GPU, else one per core).
 # Table 3 / Fig 7 cases 1-4 run on this machine's CPU (numba), case 5 only when USE_GPU.
-# The full-size wire (X-UC = 100, 8 x 16) was run on the device machine with
-# workflow/scripts/rgf_device.py (results/nvidia-h100/rgf/); the 8 x 16 Fig 8b/8c sweep and the
-# batching benchmark with rgf_device_h200.py, the 1- and 2-GPU Fig 8a with rgf_device_x2.py.
+# The full-size wire (X-UC = 100, 8 x 16), the 8 x 16 Fig 8b/8c sweep, the batching benchmark and
+# the 1- and 2-GPU Fig 8a were run by hand on the device machines: tools/rgf/ (tools/README.md).
 if enabled("rgf"):
     validate(config["rgf"], "../schemas/rgf.schema.yaml")
     RGF = config["rgf"]
@@ -74,7 +73,7 @@ if enabled("rgf"):
         input:
             expand(res("rgf", "sweep", "chunk{chunk}.csv"), chunk=RGF_CHUNKS),
         output:
-            res("rgf", "fig8bc_transmission_ldos.png"),
+            report(res("rgf", "fig8bc_transmission_ldos.png"), caption=report_caption("rgf_figures"), category="paper 002"),
         params:
             title=f"{_RS['ny']}x{_RS['nz']} x ({_RGF_XUC}) UC",
         localrule: True
@@ -94,14 +93,13 @@ if enabled("rgf"):
             devices="gpu" if USE_GPU else "cpu",
             backend="cupy" if USE_GPU else "numpy",
             chunk_dir=lambda wc: res("rgf", "scaling", f"w{wc.workers}_c{wc.chunks}"),
-            script=f"{workflow.basedir}/workflow/scripts/rgf_chunks.py",
         log:
             logf("rgf", "scaling_w{workers}_c{chunks}"),
         threads: lambda wc: int(wc.workers)
         resources:
             gpu=lambda wc: int(wc.workers) if USE_GPU else 0,
         shell:
-            "{PY} {params.script} --workers {wildcards.workers} --chunks {wildcards.chunks} "
+            "{SOLVER} rgf scaling-run --workers {wildcards.workers} --chunks {wildcards.chunks} "
             "--devices {params.devices} --out {output.csv} --chunk-dir {params.chunk_dir} -- "
             "--ny {_RSC[ny]} --nz {_RSC[nz]} --xuc {_RSC[xuc]} --emin {_RSC[emin]} --emax {_RSC[emax]} "
             "--ne {_RSC[ne]} --set {_RS[set]} --eta {_RS[eta]} --backend {params.backend} > {log} 2>&1"
@@ -111,7 +109,7 @@ if enabled("rgf"):
             [res("rgf", "scaling", f"w{w}_c{c}.csv") for w, c in RGF_SCALING],
         output:
             csv=res("rgf", "fig8a_strong_scaling.csv"),
-            fig=res("rgf", "fig8a_strong_scaling.png"),
+            fig=report(res("rgf", "fig8a_strong_scaling.png"), caption=report_caption("rgf_figures"), category="paper 002"),
         params:
             title=f"{_RSC['ny']}x{_RSC['nz']} x {_RSC['xuc']} UC, {_RSC['ne']} energies",
         localrule: True
@@ -121,10 +119,10 @@ if enabled("rgf"):
             "{SOLVER} rgf scaling-measured --out {output.csv} --fig {output.fig} --title '{params.title}' "
             "{input} > {log} 2>&1"
 
-    rule rgf_cases:
+    rule rgf_table3_fig7_cases:
         output:
             csv=res("rgf", "table3_cases.csv"),
-            fig=res("rgf", "fig7_cases.png"),
+            fig=report(res("rgf", "fig7_cases.png"), caption=report_caption("rgf_figures"), category="paper 002"),
         params:
             cases=",".join(map(str, RGF_CASES)),
         log:
@@ -138,10 +136,10 @@ if enabled("rgf"):
             "NUMBA_NUM_THREADS={threads} {SOLVER} rgf cases --out {output.csv} --fig {output.fig} "
             "--cases {params.cases} --ny {_RC[ny]} --nz {_RC[nz]} --xuc {_RC[xuc]} --energy {_RC[energy]} > {log} 2>&1"
 
-    rule rgf_cost:
+    rule rgf_fig2_cost:
         output:
             csv=res("rgf", "fig2_cost.csv"),
-            fig=res("rgf", "fig2_cost.png"),
+            fig=report(res("rgf", "fig2_cost.png"), caption=report_caption("rgf_figures"), category="paper 002"),
         params:
             lengths=",".join(map(str, _RK["lengths"])),
             sections=",".join(_RK["sections"]),

@@ -3,10 +3,10 @@
 # CPU columns (NumPy/SciPy, numba all cores) run everywhere; the GPU sweeps, GPU ceilings and the
 # GPU column of Table 1 only when USE_GPU (resources gpu=1).  The GPU results committed under
 # results/<gpu machine>/vecops/ were produced on the device machine by the same
-# `python -m solver vecops ...` commands these rules run; the plot rule regenerates the figures
+# `python -m solver vecops ...` commands these rules run; the figures rule regenerates the figures
 # from whatever CSVs the machine's folder holds (bench rules are not re-run):
-#   tar xzf vecops_results.tgz   # from workflow/scripts/vecops_device_run.sh
-#   snakemake --cores 2 --config machine=nvidia-h100 gpu=True --allowed-rules vecops_plot vecops_all -- vecops_all
+#   tar xzf vecops_results.tgz   # from tools/vecops/vecops_device_run.sh
+#   snakemake --cores 2 --config machine=nvidia-h100 gpu=True --allowed-rules vecops_figures vecops_all -- vecops_all
 import json as _vecops_json
 
 from solver.vecops.config import resolve as _vecops_resolve
@@ -126,7 +126,7 @@ if enabled("vecops"):
             shell:
                 "{SOLVER} vecops table1 --config-json {params.cfg:q} --out {output.csv} > {log} 2>&1"
 
-    rule vecops_plot:
+    rule vecops_figures:
         input:
             _vecops_csvs,
         output:
@@ -145,6 +145,6 @@ if enabled("vecops"):
 
     rule vecops_all:
         input:
-            rules.vecops_plot.output,
+            rules.vecops_figures.output,
 
     ALL_TARGETS += [res("vecops", f) for f in VECOPS_FIGURES] + [res("vecops", "table1.md")]

@@ -1,6 +1,6 @@
 """One device-machine session for rgf (run by hand on the GPU machine, not by Snakemake):
 gpu tests, Table 3 cases 1-5 at a mid size, and the paper's full-size wire (X-UC = 100, 8 x 16,
-blocks of 2560) at a few energies on the GPU.  Usage: python workflow/scripts/rgf_device.py OUTDIR BUDGET_S"""
+blocks of 2560) at a few energies on the GPU.  Usage: python tools/rgf/rgf_device.py OUTDIR BUDGET_S"""
 import os
 import subprocess
 import sys

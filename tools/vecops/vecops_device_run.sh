@@ -2,7 +2,7 @@
 # vecops on the device machine (no Snakemake there): GPU tests, then the same
 # `python -m solver vecops ...` commands the rules run, with config/config.yaml, into
 # results/<machine>/vecops/; the folder comes back as $OUT/vecops_results.tgz.
-#   usage: bash workflow/scripts/vecops_device_run.sh [CONFIG] [FIGURES...]
+#   usage: bash tools/vecops/vecops_device_run.sh [CONFIG] [FIGURES...]
 set -u
 export PYTHONUNBUFFERED=1 MPLBACKEND=Agg
 OUT=${OUT:-/tmp/vecops_out}; mkdir -p "$OUT"

@@ -7,7 +7,7 @@ command is the one of rule rgf_sweep_chunk, called in-process):
    an energy shared by both lengths) on an energy grid resolving the first plateaus above the
    conduction-band edge (CBM 1.2168 eV at k = 0, results/nvidia-h100/rgf/wire_8x16_gamma.txt),
    4 chunks dealt round-robin, run coarse-to-fine (0, 2, 1, 3) while the budget lasts.
-Usage: python workflow/scripts/rgf_device_h200.py OUTDIR BUDGET_S"""
+Usage: python tools/rgf/rgf_device_h200.py OUTDIR BUDGET_S"""
 import os
 import subprocess
 import sys

@@ -2,13 +2,13 @@
 the same through rule rgf_scaling_run): timed parallel runs of one energy sweep of the paper's
 8 x 16 cross-section (X-UC = 4, blocks of 2560), split into C chunks (one process per chunk, the
 command of rule rgf_sweep_chunk), at most G chunk processes at a time, one per GPU through
-CUDA_VISIBLE_DEVICES (workflow/scripts/rgf_chunks.py).  Runs (G, C) in order of importance while
+CUDA_VISIBLE_DEVICES (solver.rgf.scaling).  Runs (G, C) in order of importance while
 the budget lasts, then Fig 8a from the measured makespans.
 With fewer GPUs than G, worker k runs on GPU k mod (number of GPUs): G > 1 on one GPU measures
 processes sharing it (RGF_SHARE=1 allows that; otherwise such plans are skipped).
 RGF_CPU=1: the same on the host's cores instead (one process per core, one BLAS thread each), a
 3 x 3 wire (blocks of 180) at X-UC = 4 and 64 energies; results go to <tag>/rgf/scaling_cpu.
-Usage: python workflow/scripts/rgf_device_x2.py OUTDIR BUDGET_S [G,C G,C ...]"""
+Usage: python tools/rgf/rgf_device_x2.py OUTDIR BUDGET_S [G,C G,C ...]"""
 import os
 import sys
 import tarfile
@@ -18,10 +18,8 @@ from pathlib import Path
 T0 = time.time()
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "workflow" / "scripts"))
-from rgf_chunks import run_chunks  # noqa: E402
-
 from solver import io, provenance  # noqa: E402
+from solver.rgf.scaling import run_chunks  # noqa: E402
 
 out = Path(sys.argv[1])
 budget = float(sys.argv[2]) if len(sys.argv) > 2 else 170
