@@ -12,12 +12,13 @@ import importlib.resources
 
 import cupy as cp
 
+_SOURCES = importlib.resources.files(__package__)  # this package's folder (as package data)
 _modules: dict = {}
 
 
 def source(name: str) -> str:
     """The text of the CUDA source ``name`` of this package."""
-    return importlib.resources.files(__package__).joinpath(name).read_text()
+    return _SOURCES.joinpath(name).read_text()
 
 
 def module(name: str, options=(), defines=None):
