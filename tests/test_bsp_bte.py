@@ -100,7 +100,7 @@ def test_weno5_faces_match_scalar_reference(rng):
         np.testing.assert_allclose(h, ref, rtol=1e-13, atol=1e-15)
 
 
-def test_dx_term_order_interior():
+def test_weno_x_order_interior():
     """x operator: order >= 4.7 at nodes whose stencils hold only interior data."""
     errs = []
     for NX in (17, 33, 65, 129):
@@ -109,7 +109,7 @@ def test_dx_term_order_interior():
         X = m.x.reshape(-1, 1, 1, 1, 1)
         Phi = f_mono(X) * prof
         rho, _ = dens.dens(m, NP_BE, Phi)
-        d = weno.dx_term(m, NP_BE, Phi, rho[0], rho[-1], rho[0], rho[-1])
+        d = weno.weno_x(m, NP_BE, Phi, rho[0], rho[-1], rho[0], rho[-1])
         exact = m.a1[None, :, None] * df_mono(X) * prof
         errs.append(np.abs(d - exact)[3:NX - 3].max() / np.abs(exact).max())
     assert order(errs).min() >= 4.7, (errs, order(errs))
@@ -124,7 +124,7 @@ def _dv(m, w):
     return 1 / np.sqrt(u) - 2 * m.alpha * np.sqrt(u) / (1 + 2 * m.alpha * w) ** 2
 
 
-def test_dw_term_order_interior():
+def test_weno_w_order_interior():
     """w operator (both biases: lines with cos phi > 0 and < 0): order >= 4.7 on w in [5, 30]."""
     errs = []
     for NW in (41, 81, 161, 321):
@@ -132,7 +132,7 @@ def test_dw_term_order_interior():
         w = m.w[None, None, None, :, None]
         P = (1.0 + w / 40.0) * 0.01 * np.ones(m.shape)
         deps = np.full((m.NX, 3, 1), 1.3)
-        d = weno.dw_term(m, NP_BE, P, deps)
+        d = weno.weno_w(m, NP_BE, P, deps)
         c = -1.3 * np.cos(m.phi)[None, None, None, None, :] / np.sqrt(m.masses[:, 0])[None, :, None, None, None]
         exact = c * 0.01 * (_dv(m, w) * (1.0 + w / 40.0) + _v(m, w) / 40.0)
         sel = (m.w >= 5) & (m.w <= 30)
@@ -157,7 +157,7 @@ def test_dphi_splitting_order():
     assert order(errs).min() >= 4.7, (errs, order(errs))
 
 
-def test_dphi_term_periodic_order():
+def test_weno_phi_periodic_order():
     """The full phi operator on smooth periodic data converges (the sin phi factor makes
     critical points unavoidable, so only >= 3.5 is asserted here; §10)."""
     errs = []
@@ -167,7 +167,7 @@ def test_dphi_term_periodic_order():
         P = (2.0 + np.cos(ph) + 0.3 * np.sin(2 * ph)) * np.ones(m.shape)
         dP = -np.sin(ph) + 0.6 * np.cos(2 * ph)
         deps = np.full((m.NX, 3, 1), 0.7)
-        d = weno.dphi_term(m, NP_BE, P, deps, 0.7)
+        d = weno.weno_phi(m, NP_BE, P, deps, 0.7)
         k = 0.7 / (np.sqrt(m.masses[:, 0])[None, :, None, None, None]
                    * np.sqrt(2 * m.w * (1 + m.alpha * m.w))[None, None, None, :, None])
         exact = k * (np.cos(ph) * P + np.sin(ph) * dP)
@@ -176,12 +176,12 @@ def test_dphi_term_periodic_order():
 
 
 # ---------------------------------------------------------------------------- boundary rules
-def test_dx_term_matches_scalar_reference(rng):
+def test_weno_x_matches_scalar_reference(rng):
     m = small_model(NX=9, NS=2, NW=6, NPHI=8)
     Phi = rng.random(m.shape)
     rho_eq = rng.random((m.NX, 3, 2)) + 0.5
     rho, _ = dens.dens(m, NP_BE, Phi)
-    d = weno.dx_term(m, NP_BE, Phi, rho_eq[0], rho_eq[-1], rho[0], rho[-1])
+    d = weno.weno_x(m, NP_BE, Phi, rho_eq[0], rho_eq[-1], rho[0], rho[-1])
     NX = m.NX
     for nu in range(3):
         for p in range(2):
@@ -203,11 +203,11 @@ def test_dx_term_matches_scalar_reference(rng):
                     np.testing.assert_allclose(d[:, nu, p, l, mm], np.diff(h) / m.dx, rtol=1e-12, atol=1e-12)
 
 
-def test_dw_term_matches_scalar_reference(rng):
+def test_weno_w_matches_scalar_reference(rng):
     m = small_model(NX=9, NS=2, NW=10, NPHI=8)
     Phi = rng.random(m.shape)
     deps = rng.standard_normal((m.NX, 3, 2))
-    d = weno.dw_term(m, NP_BE, Phi, deps)
+    d = weno.weno_w(m, NP_BE, Phi, deps)
     NW, NPHI, half = m.NW, m.NPHI, m.NPHI // 2
     for i in range(m.NX):
         for nu in range(3):
@@ -229,12 +229,12 @@ def test_dw_term_matches_scalar_reference(rng):
                 np.testing.assert_allclose(d[i, nu, p], ref, rtol=1e-12, atol=1e-12)
 
 
-def test_dphi_term_matches_scalar_reference(rng):
+def test_weno_phi_matches_scalar_reference(rng):
     m = small_model(NX=9, NS=1, NW=6, NPHI=8)
     Phi = rng.random(m.shape)
     deps = rng.standard_normal((m.NX, 3, 1))
     A = float(np.abs(deps).max())
-    d = weno.dphi_term(m, NP_BE, Phi, deps, A)
+    d = weno.weno_phi(m, NP_BE, Phi, deps, A)
     al = A * m.A3
     N = m.NPHI
     for i in (0, 4):
@@ -254,22 +254,22 @@ def test_equilibrium_inflow_gives_zero_x_derivative():
     st = synthetic_state(m, flat=True)
     rho, _ = dens.dens(m, NP_BE, st["Phi"])
     np.testing.assert_allclose(rho, st["rho_eq"], rtol=1e-13)
-    d = weno.dx_term(m, NP_BE, st["Phi"], st["rho_eq"][0], st["rho_eq"][-1], rho[0], rho[-1])
+    d = weno.weno_x(m, NP_BE, st["Phi"], st["rho_eq"][0], st["rho_eq"][-1], rho[0], rho[-1])
     assert np.abs(d).max() <= 1e-13 * np.abs(m.a1).max() * st["Phi"].max() / m.dx
 
 
-def test_dx_term_mirror_symmetry(rng):
+def test_weno_x_mirror_symmetry(rng):
     """Phi'(x, phi) = Phi(1 - x, pi - phi) with the contacts swapped gives the mirrored term
     (checks the right-contact rule against the left one)."""
     m = small_model(NX=9, NS=2, NW=6, NPHI=8)
     Phi = rng.random(m.shape)
     rho_eq = rng.random((m.NX, 3, 2)) + 0.5
     rho, _ = dens.dens(m, NP_BE, Phi)
-    d = weno.dx_term(m, NP_BE, Phi, rho_eq[0], rho_eq[-1], rho[0], rho[-1])
+    d = weno.weno_x(m, NP_BE, Phi, rho_eq[0], rho_eq[-1], rho[0], rho[-1])
     mirror = (m.NPHI // 2 - np.arange(m.NPHI)) % m.NPHI
     Pm = np.ascontiguousarray(Phi[::-1][..., mirror])
     rm, _ = dens.dens(m, NP_BE, Pm)
-    dm = weno.dx_term(m, NP_BE, Pm, rho_eq[-1], rho_eq[0], rm[0], rm[-1])
+    dm = weno.weno_x(m, NP_BE, Pm, rho_eq[-1], rho_eq[0], rm[0], rm[-1])
     # the cos phi = 0 lines have a1 ~ 1e-16 and a fixed bias: compare the others
     ok = np.abs(np.cos(m.phi)) > 1e-12
     np.testing.assert_allclose(dm[..., ok], d[::-1][..., mirror][..., ok], rtol=1e-12, atol=1e-13)
@@ -279,8 +279,8 @@ def test_w_and_phi_terms_conserve_mass_per_line(rng):
     m = small_model(NX=9, NS=2, NW=12, NPHI=8)
     Phi = rng.random(m.shape)
     deps = 5 * rng.standard_normal((m.NX, 3, 2))
-    dw = weno.dw_term(m, NP_BE, Phi, deps)
-    dp = weno.dphi_term(m, NP_BE, Phi, deps, float(np.abs(deps).max()))
+    dw = weno.weno_w(m, NP_BE, Phi, deps)
+    dp = weno.weno_phi(m, NP_BE, Phi, deps, float(np.abs(deps).max()))
     scale = np.abs(dw).max()
     assert np.abs(dw.sum(axis=(3, 4))).max() <= 1e-13 * scale * m.NW * m.NPHI
     assert np.abs(dp.sum(axis=4)).max() <= 1e-13 * np.abs(dp).max() * m.NPHI
@@ -373,8 +373,8 @@ def test_rhs_phases_and_sum():
     keys = set(t.end_step())
     assert {f"BTE/{k}" for k in ("WENO_x", "WENO_w", "WENO_phi", "scat_gain", "scat_loss")} <= keys
     ref = (scattering.scattering(m, NP_BE, Phi, PH, st["eps"], W)
-           - weno.dx_term(m, NP_BE, Phi, st["rho_eq"][0], st["rho_eq"][-1], rho[0], rho[-1])
-           - weno.dw_term(m, NP_BE, Phi, st["deps"]) - weno.dphi_term(m, NP_BE, Phi, st["deps"], A))
+           - weno.weno_x(m, NP_BE, Phi, st["rho_eq"][0], st["rho_eq"][-1], rho[0], rho[-1])
+           - weno.weno_w(m, NP_BE, Phi, st["deps"]) - weno.weno_phi(m, NP_BE, Phi, st["deps"], A))
     np.testing.assert_allclose(H, ref, rtol=1e-13, atol=1e-13 * np.abs(ref).max())
     sd.scattering = False
     H0 = bte.rhs(m, NP_BE, Phi, sd)
@@ -419,14 +419,14 @@ def test_cupy_matches_numpy_transport(cupy_backend, rng):
     np.testing.assert_allclose(cp.asnumpy(dens.current(m, cupy_backend, G["Phi"])), dens.current(m, NP_BE, Phi),
                                rtol=1e-12, atol=1e-14)
     for closed in (False, True):
-        a = weno.dx_term(m, NP_BE, Phi, rho_eq[0], rho_eq[-1], rho[0], rho[-1], closed=closed)
-        b = weno.dx_term(m, cupy_backend, G["Phi"], G["rho_eq"][0], G["rho_eq"][-1], rg[0], rg[-1], closed=closed)
+        a = weno.weno_x(m, NP_BE, Phi, rho_eq[0], rho_eq[-1], rho[0], rho[-1], closed=closed)
+        b = weno.weno_x(m, cupy_backend, G["Phi"], G["rho_eq"][0], G["rho_eq"][-1], rg[0], rg[-1], closed=closed)
         np.testing.assert_allclose(cp.asnumpy(b), a, rtol=1e-12, atol=1e-12 * np.abs(a).max())
-    a = weno.dw_term(m, NP_BE, Phi, deps)
-    b = weno.dw_term(m, cupy_backend, G["Phi"], G["deps"])
+    a = weno.weno_w(m, NP_BE, Phi, deps)
+    b = weno.weno_w(m, cupy_backend, G["Phi"], G["deps"])
     np.testing.assert_allclose(cp.asnumpy(b), a, rtol=1e-12, atol=1e-12 * np.abs(a).max())
-    a = weno.dphi_term(m, NP_BE, Phi, deps, A)
-    b = weno.dphi_term(m, cupy_backend, G["Phi"], G["deps"], A)
+    a = weno.weno_phi(m, NP_BE, Phi, deps, A)
+    b = weno.weno_phi(m, cupy_backend, G["Phi"], G["deps"], A)
     np.testing.assert_allclose(cp.asnumpy(b), a, rtol=1e-12, atol=1e-12 * np.abs(a).max())
     L = rng.random(m.shape)
     for s in range(3):

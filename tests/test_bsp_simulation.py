@@ -177,7 +177,7 @@ def test_current_profile_flattens_slow():
 
 # ------------------------------------------------------------------------------ 4. CLI end to end
 PHASES = ["BTE/WENO_x", "BTE/WENO_w", "BTE/WENO_phi", "BTE/scat_gain", "BTE/scat_loss", "BTE/RK", "DENS",
-          "ITER/eigen", "ITER/Frechet", "ITER/constrlinsys", "ITER/solvelinsys"]
+          "ITER/eigen", "ITER/Frechet", "ITER/construct_linsys", "ITER/solve_linsys"]
 
 
 def test_cli_run_small_config(tmp_path):

@@ -29,7 +29,9 @@ MESH_DIMS = ("N_sbn", "NX", "NZ", "NW", "NPHI")
 # Phase names of the solver's PhaseTimer (run.json "timers")
 TOP = ("BTE", "DENS", "ITER")
 BTE_KERNELS = ("BTE/WENO_x", "BTE/WENO_w", "BTE/WENO_phi", "BTE/scat_gain", "BTE/scat_loss", "BTE/RK")
-ITER_STEPS = ("ITER/eigen", "ITER/Frechet", "ITER/constrlinsys", "ITER/solvelinsys")
+ITER_STEPS = ("ITER/eigen", "ITER/Frechet", "ITER/construct_linsys", "ITER/solve_linsys")
+# phase leaves renamed since some committed timers.csv / run.json were written (old -> new)
+RENAMED_PHASES = {"constrlinsys": "construct_linsys", "solvelinsys": "solve_linsys"}
 PHASES = ("step",) + TOP + BTE_KERNELS + ITER_STEPS
 
 # Table 5 of paper 000: its columns as sums of the solver's phases
@@ -40,14 +42,14 @@ TABLE5 = {
     "ITER": ("ITER",),
     "FD-WENO-5": ("BTE/WENO_x", "BTE/WENO_w", "BTE/WENO_phi"),
     "scatt.": ("BTE/scat_gain", "BTE/scat_loss"),
-    "lin. sys.": ("ITER/solvelinsys",),
+    "lin. sys.": ("ITER/solve_linsys",),
     "Schrod.": ("ITER/eigen",),
     "NR kernel": ("ITER/Frechet",),
 }
 # Tables 2 and 3 of paper 001 (phases BTE, iter; iter sections)
 TABLE2 = {"step": ("step",), "BTE": ("BTE",), "iter": ("ITER",)}
 TABLE3 = {"iter.eigen": ("ITER/eigen",), "iter.Frechet": ("ITER/Frechet",),
-          "iter.constrlinsys": ("ITER/constrlinsys",), "iter.solvelinsys": ("ITER/solvelinsys",)}
+          "iter.constrlinsys": ("ITER/construct_linsys",), "iter.solvelinsys": ("ITER/solve_linsys",)}
 
 
 # ------------------------------------------------------------------------------ names
@@ -95,7 +97,8 @@ def double(mesh: str, dim: str) -> str:
 def normalize_phases(times: pd.Series) -> pd.Series:
     """Canonical phase names: the step's sub-phases without the 'step/' prefix ('step/BTE/WENO_x'
     -> 'BTE/WENO_x'); a canonical phase missing at its exact path is the sum of the phases
-    nested deeper under the same parent with the same leaf ('ITER/POTENTIAL/eigen' -> 'ITER/eigen')."""
+    nested deeper under the same parent with the same leaf ('ITER/POTENTIAL/eigen' -> 'ITER/eigen');
+    old leaf names are renamed (RENAMED_PHASES: 'ITER/solvelinsys' -> 'ITER/solve_linsys')."""
     out = {}
     for k, v in times.items():
         k = str(k)
@@ -103,6 +106,9 @@ def normalize_phases(times: pd.Series) -> pd.Series:
             k = k[len("step/"):]
         if k.startswith("startup"):
             continue
+        head, _, leaf = k.rpartition("/")
+        if leaf in RENAMED_PHASES:
+            k = f"{head}/{RENAMED_PHASES[leaf]}" if head else RENAMED_PHASES[leaf]
         out[k] = out.get(k, 0.0) + float(v)
     for c in PHASES:
         if c in out or "/" not in c:

@@ -13,28 +13,22 @@ rows).  So, per column i, with b_i, x_i in R^NZ,
 diagonal exactly as ``NewtonSystem.matrix`` does (row equilibration), so the scaled blocks are
 the entries of the reference CSC matrix.
 
-``solve`` is the block Thomas algorithm (block LU without block pivoting):
-
-    S_0 = D_0,  S_i = D_i - diag(lo_i) G_{i-1},   r_i = b_i - lo_i * z_{i-1}
-    [G_i | z_i] = S_i^{-1} [diag(up_i) | r_i]                      (LU with partial pivoting)
-    x_{NX-1} = z_{NX-1},   x_i = z_i - G_i x_{i+1}
-
-It needs every S_i non-singular.  They are: eliminating the Dirichlet unknowns and substituting
-the Neumann rows (x_b = x_neighbour) leaves a symmetric matrix, the 5-point Laplacian (an
-irreducibly diagonally dominant M-matrix: the gate rows are Dirichlet) plus c_p dz F_i with F
-positive semidefinite (Fermi-Dirac / Boltzmann rho decreasing in eps), i.e. SPD; S_1..S_{NX-2}
-are its block Schur complements (SPD) up to the unit boundary rows, and for Neumann
-S_{NX-1} = I - S_{NX-2}^{-1} diag(aE/diag) has det = det(SPD)/det(SPD) > 0.  S_{NX-1} is not
-symmetric, and POTENTIAL's rho (from the BTE) need not be monotone, so inside a block the
-factorisation pivots (partial pivoting, here LAPACK's gesv; the CUDA kernel pivots too).
-
-``solve_exchange`` is the same algorithm written the way kernels/cuda_blocktri.py runs it
-(Gauss-Jordan exchange steps with implicit partial pivoting, the block inverse kept in place);
-it exists so that the kernel's index bookkeeping is tested on the CPU.
+``solve_cr`` is block cyclic reduction (the algorithm of the CUDA kernels of
+kernels/cuda/cyclic_reduction.cu, which newton.solve_linsys_cr launches).  Every block it inverts
+is a Schur complement of the row-scaled matrix and must be non-singular.  They are: eliminating
+the Dirichlet unknowns and substituting the Neumann rows (x_b = x_neighbour) leaves a symmetric
+matrix, the 5-point Laplacian (an irreducibly diagonally dominant M-matrix: the gate rows are
+Dirichlet) plus c_p dz F_i with F positive semidefinite (Fermi-Dirac / Boltzmann rho decreasing in
+eps), i.e. SPD, whose block Schur complements are SPD up to the unit boundary rows; the Neumann
+boundary blocks are not symmetric, and POTENTIAL's rho (from the BTE) need not be monotone, so
+inside a block the factorisation pivots (partial pivoting: LAPACK's gesv here; the CUDA kernel's
+Gauss-Jordan exchange steps with implicit partial pivoting, ``exchange_inverse``).
 """
 from __future__ import annotations
 
 import numpy as np
+
+MAX_NZ = 127  # the CUDA kernels' pivot key holds the row in 7 bits (kernels/cuda/cyclic_reduction.cu)
 
 
 class BlockSystem:
@@ -73,7 +67,7 @@ class BlockSystem:
 def block_system(model, sysm) -> BlockSystem:
     """The BlockSystem of ``sysm``, cached on the model beside it."""
     key = ("_iter_block_system", sysm.x_bc)
-    cache = model._device_cache
+    cache = model.device_cache
     if key not in cache or cache[key][0] is not sysm:
         cache[key] = (sysm, BlockSystem(sysm))
     return cache[key][1]
@@ -83,7 +77,7 @@ def construct(xp, bs: BlockSystem, F, rhs_int, bflat):
     """Row-equilibrated (D, lo, up, b): D (NX, NZ, NZ), lo/up/b (NX, NZ), on ``xp``.
 
     F: Frechet blocks (NX-2, NZ-2, NZ-2); rhs_int: interior right-hand side (NX-2, NZ-2);
-    bflat: boundary values (NX NZ,).  Equals the reference CSC matrix and b of poisson.construct."""
+    bflat: boundary values (NX NZ,).  Equals the reference CSC matrix and b of poisson.construct_linsys."""
     D = xp.asarray(bs.D0).copy()
     D[1:-1, 1:-1, 1:-1] += bs.cp_dz * xp.asarray(F)
     b = xp.asarray(bflat, dtype=float).reshape(bs.NX, bs.NZ).copy()
@@ -93,33 +87,10 @@ def construct(xp, bs: BlockSystem, F, rhs_int, bflat):
     return D, xp.asarray(bs.lo0) * s, xp.asarray(bs.up0) * s, b * s
 
 
-def solve(xp, D, lo, up, b, dirichlet=None):
-    """x (NX, NZ) of the block-tridiagonal system by block Thomas (see the module docstring);
-    ``dirichlet`` (NX, NZ) mask: those entries are set to b exactly (unit rows), as poisson.solve."""
-    NX, NZ = b.shape
-    G = xp.empty((NX, NZ, NZ))
-    z = xp.empty((NX, NZ))
-    eye = xp.eye(NZ)
-    for i in range(NX):
-        S = D[i] if i == 0 else D[i] - lo[i][:, None] * G[i - 1]
-        r = b[i] if i == 0 else b[i] - lo[i] * z[i - 1]
-        R = xp.concatenate([eye * up[i][None, :], r[:, None]], axis=1)
-        X = xp.linalg.solve(S, R)
-        G[i], z[i] = X[:, :NZ], X[:, NZ]
-    x = xp.empty((NX, NZ))
-    x[-1] = z[-1]
-    for i in range(NX - 2, -1, -1):
-        x[i] = z[i] - G[i] @ x[i + 1]
-    if dirichlet is not None:
-        m = xp.asarray(dirichlet)
-        x[m] = b[m]
-    return x
-
-
 def exchange_inverse(S, r, pivot=True):
     """Gauss-Jordan exchange steps with implicit partial pivoting on [S | r], the way the CUDA
-    kernel runs them (no row swaps: the pivot of column k is the largest |entry| among the rows
-    not used yet).  Returns (S^{-1}, S^{-1} r).  After the NZ exchanges the array M holds
+    kernel cr_eliminate runs them on its block (no row swaps: the pivot of column k is the largest
+    |entry| among the rows not used yet).  Returns (S^{-1}, S^{-1} r).  After the NZ exchanges the array M holds
     M[p_k, k'] = S^{-1}[k, p_k'] in its first NZ columns and M[p_k, NZ] = (S^{-1} r)[k]."""
     NZ = S.shape[0]
     M = np.concatenate([S, r[:, None]], axis=1).astype(float)
@@ -145,23 +116,6 @@ def exchange_inverse(S, r, pivot=True):
     z = np.empty(NZ)
     z[k_of] = M[:, NZ]
     return Sinv, z
-
-
-def solve_exchange(D, lo, up, b, pivot=True):
-    """Block Thomas with exchange_inverse for the blocks (NumPy; the CUDA kernel's algorithm)."""
-    NX, NZ = b.shape
-    G = np.empty((NX, NZ, NZ))
-    z = np.empty((NX, NZ))
-    for i in range(NX):
-        S = D[i] if i == 0 else D[i] - lo[i][:, None] * G[i - 1]
-        r = b[i] if i == 0 else b[i] - lo[i] * z[i - 1]
-        Sinv, z[i] = exchange_inverse(S, r, pivot)
-        G[i] = Sinv * up[i][None, :]
-    x = np.empty((NX, NZ))
-    x[-1] = z[-1]
-    for i in range(NX - 2, -1, -1):
-        x[i] = z[i] - G[i] @ x[i + 1]
-    return x
 
 
 # ---------------------------------------------------------------------- block cyclic reduction
@@ -192,7 +146,7 @@ def solve_cr(D, lo, up, b, dirichlet=None):
     C_i <- -C_i XC_{i+h},  r_i -= A_i Xr_{i-h} + C_i Xr_{i+h}.  Column 0 is solved last; then the
     back substitution runs the levels in reverse.  Each B_i eliminated is a Schur complement of
     the (row-scaled) matrix, non-singular under blocktri's argument; pivoting inside the block as
-    in ``solve``.  log2(NX) levels, each of independent blocks (parallel on the GPU)."""
+    in exchange_inverse.  log2(NX) levels, each of independent blocks (parallel on the GPU)."""
     NX, NZ = b.shape
     B = np.array(D, dtype=float)
     A = np.zeros((NX, NZ, NZ))

@@ -56,7 +56,7 @@ def x_term(model, backend, Phi, sd: StageData):
     """The WENO x-derivative term d_x(a1 Phi) of the stage (phase WENO_x).  It needs only Phi,
     rho and rho_eq of the stage (not the ITER results), so it can be formed before ITER (paper 000,
     section 3.4: numerics.overlap)."""
-    return weno.dx_term(model, backend, Phi, sd.rho_eq[0], sd.rho_eq[-1], sd.rho[0], sd.rho[-1],
+    return weno.weno_x(model, backend, Phi, sd.rho_eq[0], sd.rho_eq[-1], sd.rho[0], sd.rho[-1],
                         closed=sd.closed)
 
 
@@ -69,9 +69,9 @@ def rhs(model, backend, Phi, sd: StageData, timer=None, dx=None):
         scat = bool(model.cfg["physics"].get("scattering", True))
     if scat:
         with _phase(timer, "scat_gain"):
-            G = _scat.gain(model, backend, sd.PhiHat, sd.eps, sd.W, sd.mechanisms)
+            G = _scat.scat_gain(model, backend, sd.PhiHat, sd.eps, sd.W, sd.mechanisms)
         with _phase(timer, "scat_loss"):
-            Lc = _scat.loss_coefficient(model, backend, sd.eps, sd.W, sd.mechanisms)
+            Lc = _scat.scat_loss(model, backend, sd.eps, sd.W, sd.mechanisms)
             out = Lc[..., None] * Phi
             del Lc
             xp.subtract(G[..., None], out, out=out)
@@ -84,11 +84,11 @@ def rhs(model, backend, Phi, sd: StageData, timer=None, dx=None):
             out = xp.negative(t, out=t)
         del t
     with _phase(timer, "WENO_w"):
-        t = weno.dw_term(model, backend, Phi, sd.deps_dx)
+        t = weno.weno_w(model, backend, Phi, sd.deps_dx)
         out -= t
         del t
     with _phase(timer, "WENO_phi"):
-        t = weno.dphi_term(model, backend, Phi, sd.deps_dx, sd.A_eps)
+        t = weno.weno_phi(model, backend, Phi, sd.deps_dx, sd.A_eps)
         out -= t
         del t
     return out

@@ -16,6 +16,7 @@ import numpy as np
 
 from solver import config as _config
 from solver.bsp import constants as K
+from solver.bsp.blocktri import MAX_NZ
 
 SCHEMA_PATH = Path(__file__).with_name("schema.yaml")
 TOL = 1e-12  # coordinate comparisons (nodes on 1/8, 0.25, ... classify the same on every mesh)
@@ -46,6 +47,9 @@ def check_consistency(cfg: dict) -> None:
     t = cfg["time"]
     if t["t_end_ps"] is None and t["steps"] is None:
         raise _config.ConfigError("config key 'time': set t_end_ps or steps")
+    if cfg["numerics"]["linsys"] == "block_cr" and m["NZ"] > MAX_NZ:
+        raise _config.ConfigError(
+            f"config key 'numerics.linsys': block_cr needs mesh.NZ <= {MAX_NZ} (got {m['NZ']}); use auto or dense")
 
 
 @dataclass
@@ -90,7 +94,7 @@ class Scales:
 @dataclass
 class Model:
     cfg: dict
-    _device_cache: dict = field(default_factory=dict, repr=False)
+    device_cache: dict = field(default_factory=dict, repr=False)
 
     # ------------------------------------------------------------------ scales, constants
     @cached_property
@@ -369,6 +373,6 @@ class Model:
     def on(self, backend, name: str):
         """Backend copy of a model array (cached per backend)."""
         key = (backend.name, name)
-        if key not in self._device_cache:
-            self._device_cache[key] = backend.asarray(np.ascontiguousarray(getattr(self, name)))
-        return self._device_cache[key]
+        if key not in self.device_cache:
+            self.device_cache[key] = backend.asarray(np.ascontiguousarray(getattr(self, name)))
+        return self.device_cache[key]

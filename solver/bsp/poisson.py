@@ -36,7 +36,7 @@ solve) a Gummel iteration restarts from the current iterate (F replaced by the p
 and if that fails too, ``ConvergenceError``.
 
 Phases (nested inside whatever phase the caller opened, e.g. ITER): ``eigen`` (eigenpairs and
-densities), ``Frechet``, ``constrlinsys``, ``solvelinsys``.
+densities), ``Frechet``, ``construct_linsys``, ``solve_linsys``.
 """
 from __future__ import annotations
 
@@ -135,9 +135,9 @@ def frechet(model, backend, eps, chi, rho, drho=None):
     rho held fixed).  The unordered-pair form is the papers' ordered double sum p != p' summed
     pairwise; it equals the three variants of physics.md §8.  Evaluated as one batched matmul
     B^T diag(c) B per column, B = the (3 (N_sbn + N_sbn (N_sbn-1)/2), NZ-2) products.
-    A backend's fast path (``kernels.lookup(..., "frechet")``) may compute it directly.
+    A backend's fast path (``kernels.lookup(..., "Frechet")``) may compute it directly.
     """
-    fast = _kernels.lookup(model, backend, "frechet")
+    fast = _kernels.lookup(model, backend, "Frechet")
     if fast is not None:
         return fast(model, backend, eps, chi, rho, drho)
     xp = backend.xp
@@ -273,8 +273,8 @@ class NewtonSystem:
         return b
 
 
-def construct(model, backend, sysm, F, rhs_int, bflat):
-    """Phase ``constrlinsys``: the Newton system (A, b) from the Frechet blocks F (NX-2, nz, nz)
+def construct_linsys(model, backend, sysm, F, rhs_int, bflat):
+    """Phase ``construct_linsys``: the Newton system (A, b) from the Frechet blocks F (NX-2, nz, nz)
     and the interior right-hand side (NX-2, NZ-2), both backend arrays.  Reference: the
     row-equilibrated sparse CSC matrix on the host; a backend's fast path
     (``kernels.lookup(..., "construct_linsys")``) may build its own representation."""
@@ -288,8 +288,8 @@ def construct(model, backend, sysm, F, rhs_int, bflat):
     return A, b
 
 
-def solve(model, backend, sysm, A, b):
-    """Phase ``solvelinsys``: x of A x = b as a flat backend array, Dirichlet entries exact.
+def solve_linsys(model, backend, sysm, A, b):
+    """Phase ``solve_linsys``: x of A x = b as a flat backend array, Dirichlet entries exact.
     Reference: sparse LU (SuperLU, natural order) on the host."""
     fast = _kernels.lookup(model, backend, "solve_linsys")
     if fast is not None:
@@ -299,16 +299,27 @@ def solve(model, backend, sysm, A, b):
     return backend.asarray(x)
 
 
+def newton_rhs(model, backend, sysm, F, V, N, ND):
+    """The right-hand side of the interior rows (NX-2, NZ-2): -c_p (N_old - N_D) + c_p dz F V_old
+    (part of phase Frechet).  A backend's fast path (``kernels.lookup(..., "newton_rhs")``) may
+    form it in one launch."""
+    fast = _kernels.lookup(model, backend, "newton_rhs")
+    if fast is not None:
+        return fast(model, backend, sysm, F, V, N, ND)
+    FV = backend.xp.einsum("ijk,ik->ij", F, V[1:-1, 1:-1])
+    return -model.cp * (N[1:-1, 1:-1] - ND[1:-1, 1:-1]) + sysm.cp_dz * FV
+
+
 def _system(model, x_bc):
     key = ("_iter_newton_system", x_bc)  # host structure cached on the model (not a backend array)
-    cache = model._device_cache
+    cache = model.device_cache
     if key not in cache:
         cache[key] = NewtonSystem(model, x_bc)
     return cache[key]
 
 
 # ---------------------------------------------------------------------- the iteration
-def _norms(xp, model, V_new, V_old, N_new, N_old):
+def norms(xp, model, V_new, V_old, N_new, N_old):
     w = math.sqrt(model.dx * model.dz)
     dV = V_new - V_old
     dN = N_new - N_old
@@ -342,18 +353,16 @@ def _newton_loop(model, backend, problem, V, sysm, bvals, rho_fn, drho_fn, tol, 
     xp = backend.xp
     NX, NZ = model.NX, model.NZ
     ND = model.on(backend, "N_D")
-    cp = model.cp
     with _phase(timer, "eigen"):
         if eigs is None:
-            eps, chi = schrodinger.solve_eigen(model, backend, V)
+            eps, chi = schrodinger.eigen(model, backend, V)
         else:
             eps, chi = eigs
         rho = rho_fn(eps)
         N = density(xp, rho, chi)
     bflat = bvals.ravel()
-    # optional fused glue (kernels.lookup; None on the reference path): the interior rhs in one
-    # launch, and the norms + the finite check of x in one reduction with one host read
-    rhs_fast = _kernels.lookup(model, backend, "newton_rhs")
+    # optional fused glue (kernels.lookup; None on the reference path): the norms + the finite
+    # check of x in one reduction with one host read
     norms_fast = _kernels.lookup(model, backend, "newton_norms")
     history = []
     best = {k: math.inf for k in NORM_KEYS}
@@ -367,17 +376,12 @@ def _newton_loop(model, backend, problem, V, sysm, bvals, rho_fn, drho_fn, tol, 
                 F[:, ar, ar] = N[1:-1, 1:-1] / model.dz
             else:
                 F = frechet(model, backend, eps, chi, rho, drho_fn(eps, rho) if drho_fn else None)
-            # right-hand side of the interior rows: -c_p (N_old - N_D) + c_p dz F V_old
-            if rhs_fast is not None:
-                rhs_int = rhs_fast(model, backend, sysm, F, V, N, ND)
-            else:
-                FV = xp.einsum("ijk,ik->ij", F, V[1:-1, 1:-1])
-                rhs_int = -cp * (N[1:-1, 1:-1] - ND[1:-1, 1:-1]) + sysm.cp_dz * FV
-        with _phase(timer, "constrlinsys"):
-            A, b = construct(model, backend, sysm, F, rhs_int, bflat)
-        with _phase(timer, "solvelinsys"):
+            rhs_int = newton_rhs(model, backend, sysm, F, V, N, ND)
+        with _phase(timer, "construct_linsys"):
+            A, b = construct_linsys(model, backend, sysm, F, rhs_int, bflat)
+        with _phase(timer, "solve_linsys"):
             try:
-                x = solve(model, backend, sysm, A, b)
+                x = solve_linsys(model, backend, sysm, A, b)
             except (RuntimeError, ValueError, np.linalg.LinAlgError) as exc:
                 raise _LinearSolveFailed(f"{problem}: linear solve failed in iteration {it}: {exc}", V) from exc
             if norms_fast is None and not bool(xp.all(xp.isfinite(x))):
@@ -386,11 +390,11 @@ def _newton_loop(model, backend, problem, V, sysm, bvals, rho_fn, drho_fn, tol, 
             if omega != 1.0:
                 V_new = V + omega * (V_new - V)
         with _phase(timer, "eigen"):
-            eps, chi = schrodinger.solve_eigen(model, backend, V_new)
+            eps, chi = schrodinger.eigen(model, backend, V_new)
             rho = rho_fn(eps)
             N_new = density(xp, rho, chi)
-        if norms_fast is None:
-            nrm = _norms(xp, model, V_new, V, N_new, N)
+        if norms_fast is None:  # the reference: the finite check of x above, then norms
+            nrm = norms(xp, model, V_new, V, N_new, N)
         else:  # the finite check of x deferred to the one host read of this iteration
             nrm, finite_x = norms_fast(model, backend, V_new, V, N_new, N, x)
             if not finite_x:

@@ -85,9 +85,9 @@ def _delta(eps, nu, nu2, sigma):
 
 
 # ---------------------------------------------------------------------------- loss
-def loss_coefficient(model, backend, eps, W, mechanisms=None):
+def scat_loss(model, backend, eps, W, mechanisms=None):
     """Lc (NX, 3, N_sbn, NW): the loss is Lc[..., None] * Phi."""
-    fast = _kernels.lookup(model, backend, "loss_coefficient")
+    fast = _kernels.lookup(model, backend, "scat_loss")
     if fast is not None:
         return fast(model, backend, eps, W, mechanisms)
     xp = backend.xp
@@ -107,7 +107,7 @@ def loss_coefficient(model, backend, eps, W, mechanisms=None):
 
 def loss(model, backend, Phi, eps, W, mechanisms=None):
     """L = Lc Phi, shape of Phi."""
-    return loss_coefficient(model, backend, eps, W, mechanisms)[..., None] * Phi
+    return scat_loss(model, backend, eps, W, mechanisms)[..., None] * Phi
 
 
 # ---------------------------------------------------------------------------- gain
@@ -136,9 +136,9 @@ def interpolate(model, backend, PH, delta):
     return xp.where(valid, f1, 0.0)
 
 
-def gain(model, backend, PhiHat, eps, W, mechanisms=None):
+def scat_gain(model, backend, PhiHat, eps, W, mechanisms=None):
     """Isotropic gain G (NX, 3, N_sbn, NW); broadcast over phi as G[..., None]."""
-    fast = _kernels.lookup(model, backend, "gain")
+    fast = _kernels.lookup(model, backend, "scat_gain")
     if fast is not None:
         return fast(model, backend, PhiHat, eps, W, mechanisms)
     xp = backend.xp
@@ -157,8 +157,8 @@ def gain(model, backend, PhiHat, eps, W, mechanisms=None):
 # ---------------------------------------------------------------------------- combined
 def scattering(model, backend, Phi, PhiHat, eps, W, mechanisms=None):
     """Collision source G - L, shape of Phi."""
-    G = gain(model, backend, PhiHat, eps, W, mechanisms)
-    Lc = loss_coefficient(model, backend, eps, W, mechanisms)
+    G = scat_gain(model, backend, PhiHat, eps, W, mechanisms)
+    Lc = scat_loss(model, backend, eps, W, mechanisms)
     out = Lc[..., None] * Phi
     xp = backend.xp
     xp.subtract(G[..., None], out, out=out)

@@ -86,13 +86,13 @@ def eigen_host(model, V: np.ndarray, n: int | None = None):
     return eps, chi
 
 
-def solve_eigen(model, backend, V):
+def eigen(model, backend, V):
     """The N_sbn lowest eigenpairs for every (i, nu): (eps (NX, 3, N_sbn), chi (NX, 3, N_sbn, NZ)).
 
     The reference CPU method (LAPACK stebz/stein) on the host; results as backend arrays.
-    A backend's fast path (``kernels.lookup(..., "solve_eigen")``) replaces it where one exists.
+    A backend's fast path (``kernels.lookup(..., "eigen")``) replaces it where one exists.
     """
-    fast = _kernels.lookup(model, backend, "solve_eigen")
+    fast = _kernels.lookup(model, backend, "eigen")
     if fast is not None:
         return fast(model, backend, V)
     eps, chi = eigen_host(model, backend.to_numpy(V))

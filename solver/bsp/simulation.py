@@ -351,8 +351,7 @@ class Simulation:
             n = tr["step"].nunique()
             timers["mean_per_step_s"] = {k: v / n for k, v in timers["total_s"].items()}
         from solver.bsp import kernels
-        kern = {"mode": kernels.mode(m), "fast_paths": (kernels.available(self.backend.name)
-                                                          if kernels.mode(m) == "auto" else [])}
+        kern = {"mode": kernels.mode(m), "implementations": kernels.implementations(m, self.backend)}
         record = provenance.collect(self.cfg, self.backend, {"summary": summary, "timers": timers,
                                                              "kernels": kern})
         if self.out is not None:

@@ -15,7 +15,7 @@ right-biased: (a, b, c, d) = (D_{l+2}, D_{l+1}, D_l, D_{l-1}), sgn = -1.
 n + 1 faces) with a fixed bias or a per-line boolean mask (True = left-biased).  The three
 operators return the derivative term d(a Phi)/d(dir), shape of Phi, so that
 
-    dPhi/dt = -(dx_term + dw_term + dphi_term) + scattering.
+    dPhi/dt = -(weno_x + weno_w + weno_phi) + scattering.
 
 Arrays: Phi (NX, 3, N_sbn, NW, NPHI); deps_dx (NX, 3, N_sbn); rho (3, N_sbn) at one contact.
 Everything is written against ``backend.xp`` (NumPy or CuPy), float64, without host round
@@ -37,7 +37,7 @@ ZERO_COS = 1e-12  # |cos phi| below this is a cos phi = 0 line (inflow at both c
 def _cached(model, backend, key, build):
     """A small per-(model, backend) constant array, built once on the host and copied over."""
     k = (backend.name, "weno:" + key)
-    cache = model._device_cache
+    cache = model.device_cache
     if k not in cache:
         cache[k] = backend.asarray(np.ascontiguousarray(build()))
     return cache[k]
@@ -136,7 +136,7 @@ def _phi_masks(model):
 
 
 # ---------------------------------------------------------------------------- x
-def dx_term(model, backend, Phi, rho_eq0, rho_eqL, rho0, rhoL, closed=False, eps=None):
+def weno_x(model, backend, Phi, rho_eq0, rho_eqL, rho0, rhoL, closed=False, eps=None):
     """d(a1 Phi)/dx with the contact rules of physics.md §7.
 
     rho_eq0, rho_eqL: THERMEQUIL densities at x_0 and x_{NX-1}, (3, N_sbn); rho0, rhoL: the
@@ -145,7 +145,7 @@ def dx_term(model, backend, Phi, rho_eq0, rho_eqL, rho0, rhoL, closed=False, eps
     (rho_eq/rho) Phi(x_0); the others constant extension.  ``closed``: zero flux through both
     contact faces (ghosts then by constant extension).
     """
-    fast = _kernels.lookup(model, backend, "dx_term")
+    fast = _kernels.lookup(model, backend, "WENO_x")
     if fast is not None:
         return fast(model, backend, Phi, rho_eq0, rho_eqL, rho0, rhoL, closed=closed, eps=eps)
     xp = backend.xp
@@ -185,14 +185,14 @@ def dx_term(model, backend, Phi, rho_eq0, rho_eqL, rho0, rhoL, closed=False, eps
 
 
 # ---------------------------------------------------------------------------- w
-def dw_term(model, backend, Phi, deps_dx, eps=None):
+def weno_w(model, backend, Phi, deps_dx, eps=None):
     """d(a2 Phi)/dw, a2 = -deps_dx a1, with the w-boundary rules of physics.md §7.
 
     Ghosts below w = 0 from the partner angle phi + pi (own-angle velocity), constant extension
     above the top, top face 0, bottom face (h(phi) - h(phi + pi))/2; left-biased per (i, nu, p,
     phi) line where a2(w_0, phi) > 0.
     """
-    fast = _kernels.lookup(model, backend, "dw_term")
+    fast = _kernels.lookup(model, backend, "WENO_w")
     if fast is not None:
         return fast(model, backend, Phi, deps_dx, eps=eps)
     xp = backend.xp
@@ -227,10 +227,10 @@ def dw_term(model, backend, Phi, deps_dx, eps=None):
 
 
 # ---------------------------------------------------------------------------- phi
-def dphi_term(model, backend, Phi, deps_dx, A_eps, eps=None):
+def weno_phi(model, backend, Phi, deps_dx, A_eps, eps=None):
     """d(a3 Phi)/dphi, a3 = deps_dx a3_factor: periodic, global Lax-Friedrichs splitting
     g+- = (a3 +- alpha) Phi / 2 with alpha = A_eps A_3; g+ left-biased, g- right-biased."""
-    fast = _kernels.lookup(model, backend, "dphi_term")
+    fast = _kernels.lookup(model, backend, "WENO_phi")
     if fast is not None:
         return fast(model, backend, Phi, deps_dx, A_eps, eps=eps)
     xp = backend.xp
@@ -267,4 +267,4 @@ def dphi_term(model, backend, Phi, deps_dx, A_eps, eps=None):
     return out
 
 
-__all__ = ["weno5_faces", "weno5_derivative", "dx_term", "dw_term", "dphi_term", "WENO_EPS"]
+__all__ = ["weno5_faces", "weno5_derivative", "weno_x", "weno_w", "weno_phi", "WENO_EPS"]

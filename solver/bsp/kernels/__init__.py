@@ -1,38 +1,61 @@
 """Hand-written fast paths beside the array reference (docs/developing.md, "kernels").
 
-Every BTE/ITER function that has a fast path looks it up here by name::
+One dispatch table per backend, phase name -> function (``solver.dispatch``):
 
-    fast = kernels.lookup(model, backend, "gain")
+    backend "cupy":  solver/bsp/kernels/cuda/__init__.py   TABLE (CUDA: .cu sources + launchers)
+    backend "numba": solver/bsp/kernels/numba/__init__.py  TABLE (numba njit/prange)
+
+Every array function that has a fast path looks it up by its phase name::
+
+    fast = kernels.lookup(model, backend, "scat_gain")
     if fast is not None:
         return fast(model, backend, PhiHat, eps, W, mechanisms)
     ... array reference ...
 
-A fast path takes exactly the arguments of the array function it replaces and returns the same
-result (to rounding).  The modules are per backend: ``cuda`` (CuPy RawKernel/ElementwiseKernel,
-backend "cupy") and ``numba_cpu`` (numba njit/prange, backend "numba").  A module is imported on
-first use only, so the package imports without CuPy or numba.  The config switch
-``numerics.kernels`` chooses: ``auto`` (default) = the fast path where one exists, ``array`` =
-the array reference everywhere (the test oracle).  Tests compare the two.
+A fast path has the name of the reference function it replaces, takes exactly its arguments and
+returns the same result (to rounding).  Only a missing CuPy or numba means "no fast path"; any
+other import error fails loudly.  ``numerics.kernels``: ``auto`` (default) = the fast path where
+one exists, ``array`` = the array reference everywhere (the test oracle).  Variants are schema
+keys (``numerics.linsys``, ``numerics.ipim``); ``implementations`` says, per phase, which
+function and variant run (written into run.json).
 """
 from __future__ import annotations
 
-import importlib
+from solver.dispatch import Registry
 
-MODULES = {"cupy": "solver.bsp.kernels.cuda", "numba": "solver.bsp.kernels.numba_cpu"}
-_loaded: dict = {}
+# phase name -> the array reference function (module.function)
+REFERENCE = {
+    "WENO_x": "solver.bsp.weno.weno_x",
+    "WENO_w": "solver.bsp.weno.weno_w",
+    "WENO_phi": "solver.bsp.weno.weno_phi",
+    "scat_gain": "solver.bsp.scattering.scat_gain",
+    "scat_loss": "solver.bsp.scattering.scat_loss",
+    "eigen": "solver.bsp.schrodinger.eigen",
+    "Frechet": "solver.bsp.poisson.frechet",
+    "construct_linsys": "solver.bsp.poisson.construct_linsys",
+    "solve_linsys": "solver.bsp.poisson.solve_linsys",
+    "newton_rhs": "solver.bsp.poisson.newton_rhs",
+    "newton_norms": "solver.bsp.poisson.norms",
+}
+PHASES = tuple(REFERENCE)
 
 
-def module_for(backend_name: str):
-    """The fast-path module of a backend, or None (none exists or it cannot be imported)."""
-    name = MODULES.get(backend_name)
-    if name is None:
-        return None
-    if name not in _loaded:
-        try:
-            _loaded[name] = importlib.import_module(name)
-        except ImportError:
-            _loaded[name] = None
-    return _loaded[name]
+def _cupy():
+    from solver.bsp.kernels.cuda import TABLE
+    return TABLE
+
+
+def _numba():
+    from solver.bsp.kernels.numba import TABLE
+    return TABLE
+
+
+REGISTRY = Registry("bsp", {"cupy": _cupy, "numba": _numba})
+
+
+def f64(xp, a):
+    """``a`` as a C-contiguous float64 array of ``xp`` (NumPy or CuPy): the kernels' input form."""
+    return xp.ascontiguousarray(xp.asarray(a, dtype=xp.float64))
 
 
 def mode(model) -> str:
@@ -40,16 +63,46 @@ def mode(model) -> str:
 
 
 def lookup(model, backend, name: str):
-    """The fast path ``name`` for this model's backend, or None (use the array reference)."""
+    """The fast path of phase ``name`` for this model's backend, or None (the array reference)."""
+    if name not in REFERENCE:
+        raise KeyError(f"no BSP phase {name!r} (phases: {', '.join(PHASES)})")
     if mode(model) == "array":
         return None
-    mod = module_for(backend.name)
-    return None if mod is None else getattr(mod, name, None)
+    return REGISTRY.lookup(backend.name, name)
 
 
-def available(backend_name: str) -> list[str]:
-    """Names of the fast paths a backend has (for run records and docs)."""
-    mod = module_for(backend_name)
-    if mod is None:
-        return []
-    return sorted(n for n in getattr(mod, "__all__", []) if callable(getattr(mod, n, None)))
+def linsys_variant(model) -> str:
+    """The GPU Newton system that runs (numerics.linsys; auto = block_cr where NZ <= MAX_NZ)."""
+    from solver.bsp.blocktri import MAX_NZ
+
+    v = str(model.cfg.get("numerics", {}).get("linsys", "auto"))
+    if v == "auto":
+        return "block_cr" if model.NZ <= MAX_NZ else "dense"
+    return v
+
+
+def ipim_variant(model) -> str:
+    """The ipim kernel of the GPU eigen phase (numerics.ipim)."""
+    return str(model.cfg.get("numerics", {}).get("ipim", "a"))
+
+
+def _variant(model, name: str) -> str | None:
+    if name in ("construct_linsys", "solve_linsys"):
+        return f"numerics.linsys={linsys_variant(model)}"
+    if name == "eigen":
+        return f"numerics.ipim={ipim_variant(model)}"
+    return None
+
+
+def implementations(model, backend) -> dict:
+    """{phase: the function that runs it (module.function) and, for a fast path, its variant}."""
+    out = {}
+    for name, ref in REFERENCE.items():
+        fast = lookup(model, backend, name)
+        if fast is None:
+            out[name] = ref
+            continue
+        desc = REGISTRY.describe(fast)
+        variant = _variant(model, name)
+        out[name] = desc if variant is None else f"{desc} [{variant}]"
+    return out

@@ -1,0 +1,32 @@
+"""CUDA fast paths of the cupy backend: the ``.cu`` sources beside the Python that launches them
+(compiled, cached and launched by ``_build``), and the dispatch table ``TABLE`` (phase -> function)
+of solver.bsp.kernels.  Importing this package needs CuPy (ModuleNotFoundError otherwise: the
+phases stay on the array reference).
+
+    weno.py        + weno.cu               WENO_x, WENO_w, WENO_phi
+    scattering.py  + scattering.cu         scat_gain, scat_loss
+    eigen.py       + eigen.cu              eigen (kernels eigenvalues + ipim, variant numerics.ipim)
+    frechet.py     + frechet.cu            Frechet
+    newton.py      + newton.cu,            construct_linsys, solve_linsys (variant numerics.linsys),
+                     cyclic_reduction.cu   newton_rhs, newton_norms
+    dense.py       (cuSOLVER)              the dense Newton system (numerics.linsys: dense)
+"""
+from __future__ import annotations
+
+import cupy  # noqa: F401  (no CuPy: no fast paths)
+
+from solver.bsp.kernels.cuda import eigen, frechet, newton, scattering, weno
+
+TABLE = {
+    "WENO_x": weno.weno_x,
+    "WENO_w": weno.weno_w,
+    "WENO_phi": weno.weno_phi,
+    "scat_gain": scattering.scat_gain,
+    "scat_loss": scattering.scat_loss,
+    "eigen": eigen.eigen,
+    "Frechet": frechet.frechet,
+    "construct_linsys": newton.construct_linsys,
+    "solve_linsys": newton.solve_linsys,
+    "newton_rhs": newton.newton_rhs,
+    "newton_norms": newton.newton_norms,
+}

@@ -1,0 +1,88 @@
+"""CUDA fast path of the eigen phase (eigen.cu): ``eigen`` takes exactly the arguments of
+schrodinger.eigen and returns the N_sbn lowest eigenpairs of every (x_i, valley) tridiagonal
+Schroedinger matrix, by the two kernels of paper 001 (sections 4.2-4.3), one CUDA thread per
+(i, nu, p) in both: ``eigenvalues`` (Sturm bisection; also stores the diagonals) and ``ipim``
+(inverse iteration), variant ``numerics.ipim``: "a" (the matrix from global memory, the default:
+faster on the H200 at every NZ 33..129, 14 % at NZ 65) or "b" (shared memory).  Both variants
+are kept: Table 1 of paper 001 compares them (rule bsp_iter_kernels); docs/performance-ipim.md.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+import cupy as cp
+
+from solver.bsp import constants as K
+from solver.bsp import schrodinger
+from solver.bsp.kernels import f64, ipim_variant
+from solver.bsp.kernels.cuda import _build
+
+SOURCE = "eigen.cu"
+OPTIONS = ("-std=c++14",)
+BLOCK = 32  # threads per block of eigenvalues / ipim (paper 001: one-dimensional blocks of 32)
+VARIANTS = ("a", "b")
+
+
+def ipim_maxm(NS: int, block: int) -> int:
+    """Most (i, nu) matrices the threads t0 .. t0 + block - 1 can touch (t = (i 3 + nu) NS + p)."""
+    return (block - 1 + NS - 1) // NS + 1
+
+
+def _function(kernel, n, variant="a", NS=1, block=BLOCK):
+    """Kernel ``eigenvalues`` / ``ipim_a`` (one module) or ``ipim_b`` (MAXM for NS and block)."""
+    defines = {"N": n, "SIGN_THRESHOLD": repr(schrodinger.SIGN_THRESHOLD), "IPIM_B": int(variant == "b")}
+    if variant == "b":
+        defines["MAXM"] = ipim_maxm(NS, block)
+    return _build.function(SOURCE, kernel, OPTIONS, defines)
+
+
+def _static(model, n):
+    """(kd (3, n), ko (3, n-1), V_c interior, pivmin) on the device, cached on the model."""
+    key = ("cuda.eigen", n)
+    cache = model.device_cache
+    if key not in cache:
+        kd = np.empty((K.N_VALLEYS, n))
+        ko = np.empty((K.N_VALLEYS, n - 1))
+        for nu in range(K.N_VALLEYS):
+            kd[nu], ko[nu] = schrodinger._kinetic(model, nu)
+        piv = np.finfo(float).tiny * max(1.0, float(np.max(ko**2)) if ko.size else 1.0)
+        cache[key] = (cp.asarray(kd), cp.asarray(ko), cp.asarray(np.ascontiguousarray(model.V_c[1:-1])), piv)
+    return cache[key]
+
+
+def eigenvalues(model, V, block=BLOCK):
+    """Kernel ``eigenvalues``: (eps (NX, 3, N_sbn), Dg (NX, 3, NZ-2) the diagonals of T_{nu,i})."""
+    V = f64(cp, V)
+    NX, NZ = V.shape
+    n, NS = NZ - 2, model.N_sbn
+    kd, ko, Vc, pivmin = _static(model, n)
+    eps = cp.empty((NX, K.N_VALLEYS, NS))
+    Dg = cp.empty((NX, K.N_VALLEYS, n))
+    _build.launch(_function("eigenvalues", n), NX * K.N_VALLEYS * NS, block,
+                  (V, kd, ko, Vc, np.float64(pivmin), np.int32(NX), np.int32(NZ), np.int32(NS), eps, Dg))
+    return eps, Dg
+
+
+def ipim(model, eps, Dg, variant="a", block=BLOCK):
+    """Kernel ``ipim`` (inverse iteration, variant "a" or "b"): chi (NX, 3, N_sbn, NZ) from the
+    eigenvalues and the diagonals of kernel ``eigenvalues``."""
+    if variant not in VARIANTS:
+        raise ValueError(f"ipim variant must be one of {VARIANTS}, not {variant!r}")
+    NX, _, NS = eps.shape
+    n = Dg.shape[-1]
+    NZ = n + 2
+    kd, ko, Vc, pivmin = _static(model, n)
+    chi = cp.empty((NX, K.N_VALLEYS, NS, NZ))
+    _build.launch(_function("ipim_" + variant, n, variant, NS, block), NX * K.N_VALLEYS * NS, block,
+                  (eps, Dg, ko, np.float64(pivmin), np.float64(1.0 / math.sqrt(model.dz)), np.int32(NX),
+                   np.int32(NZ), np.int32(NS), chi))
+    return chi
+
+
+def eigen(model, backend, V):
+    """schrodinger.eigen on the device: (eps (NX, 3, N_sbn), chi (NX, 3, N_sbn, NZ)) by the kernels
+    ``eigenvalues`` and ``ipim`` (variant numerics.ipim)."""
+    eps, Dg = eigenvalues(model, V)
+    return eps, ipim(model, eps, Dg, ipim_variant(model))

@@ -1,0 +1,148 @@
+"""CUDA fast paths of the Newton step of ITER (newton.cu, cyclic_reduction.cu; solver/bsp/blocktri.py
+is the array reference and documents the algorithm).  Each takes exactly the arguments of the
+poisson function of the same name.
+
+``construct_linsys``  the row-equilibrated block form (D (NX, NZ, NZ), lo, up, b (NX, NZ)) in ONE
+                      launch: one thread per block entry adds c_p dz F to the static blocks (built
+                      once from poisson.NewtonSystem by blocktri.BlockSystem) and divides by the row
+                      diagonal.  No dense (NX NZ)^2 matrix.
+``solve_linsys``      block cyclic reduction (``solve_linsys_cr``, blocktri.solve_cr): log2(NX)
+                      levels, each one launch of cr_eliminate (a thread block per eliminated column:
+                      NZ Gauss-Jordan exchange steps with implicit partial pivoting on
+                      [B | A | C | r], 3 NZ + 1 columns) and one of cr_update (a thread per entry of
+                      the kept blocks), then one single-block cr_backsub.  Dirichlet entries are set
+                      to b exactly, as poisson.solve_linsys does.
+``newton_rhs``        the interior rhs -c_p (N - N_D) + c_p dz F V in one launch, and
+``newton_norms``      the four Newton norms + all(isfinite(x)) in one reduction and ONE host read.
+
+Variant ``numerics.linsys`` (construct_linsys and solve_linsys): ``block_cr`` (the above; NZ <=
+MAX_NZ), ``dense`` (dense.py: cuSOLVER LU of the dense matrix, the only GPU path for NZ > MAX_NZ),
+``auto`` (default) = block_cr where NZ <= MAX_NZ, dense otherwise.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+import cupy as cp
+
+from solver.bsp import blocktri
+from solver.bsp.kernels import f64, linsys_variant
+from solver.bsp.kernels.cuda import _build, dense
+
+MAX_NZ = blocktri.MAX_NZ  # the solve kernels' pivot key holds the row in 7 bits
+CR_NWARPS = 32  # warps per cr_eliminate block (capped at NZ)
+OPTIONS = ("-std=c++14",)
+BLOCK = 256
+
+
+def _static(model, sysm):
+    """Device copies of the static block form, cached on the model per boundary condition."""
+    key = ("cuda.newton", sysm.x_bc)
+    cache = model.device_cache
+    if key not in cache or cache[key][0] is not sysm:
+        bs = blocktri.block_system(model, sysm)
+        cache[key] = (sysm, cp.asarray(bs.D0), cp.asarray(bs.lo0), cp.asarray(bs.up0),
+                      cp.asarray(bs.dirichlet.astype(np.uint8)))
+    return cache[key][1:]
+
+
+def _dense(model) -> bool:
+    return linsys_variant(model) == "dense"
+
+
+def construct_linsys(model, backend, sysm, F, rhs_int, bflat):
+    """((D, lo, up), b): the row-equilibrated block form on the device (variant block_cr), or the
+    dense form of dense.py (variant dense)."""
+    if _dense(model):
+        return dense.construct_linsys(model, backend, sysm, F, rhs_int, bflat)
+    NX, NZ = sysm.NX, sysm.NZ
+    D0, lo0, up0, _ = _static(model, sysm)
+    D = cp.empty((NX, NZ, NZ))
+    lo = cp.empty((NX, NZ))
+    up = cp.empty((NX, NZ))
+    b = cp.empty((NX, NZ))
+    _build.launch(_build.function("newton.cu", "construct_kernel", OPTIONS), D.size, BLOCK,
+                  (D0, lo0, up0, f64(cp, F), f64(cp, rhs_int), f64(cp, bflat), np.float64(sysm.cp_dz),
+                   np.int32(NX), np.int32(NZ), D, lo, up, b))
+    return (D, lo, up), b
+
+
+def solve_linsys(model, backend, sysm, A, b):
+    """x (NX NZ,) of the system construct_linsys built: block cyclic reduction (variant block_cr)
+    or cuSOLVER LU (variant dense); Dirichlet entries equal b exactly."""
+    if _dense(model):
+        return dense.solve_linsys(model, backend, sysm, A, b)
+    return solve_linsys_cr(model, backend, sysm, A, b)
+
+
+def _cr_work(model, NX: int, NZ: int):
+    """Work arrays of solve_linsys_cr, reused between calls (one stream: calls are ordered)."""
+    key = ("cuda.newton", "cr_work", NX, NZ)
+    cache = model.device_cache
+    if key not in cache:
+        blk = lambda: cp.empty((NX, NZ, NZ))  # noqa: E731
+        cache[key] = dict(Bw=blk(), A=(blk(), blk()), C=(blk(), blk()), rw=cp.empty((NX, NZ)),
+                          XA=blk(), XC=blk(), Xr=cp.empty((NX, NZ)))
+    return cache[key]
+
+
+def solve_linsys_cr(model, backend, sysm, A, b, nwarps=None):
+    """x (NX NZ,) by block cyclic reduction (blocktri.solve_cr): per level one cr_eliminate launch
+    (a thread block of ``nwarps`` warps, default min(CR_NWARPS, NZ), per eliminated column) and one
+    cr_update launch (a thread per entry of the kept blocks); then one single-block cr_backsub.
+    2 log2(NX) + 2 launches, no host synchronisation."""
+    D, lo, up = A
+    NX, NZ = sysm.NX, sysm.NZ
+    if NZ > MAX_NZ:
+        raise ValueError(f"solve_linsys_cr: NZ <= {MAX_NZ} (the pivot key holds the row in 7 bits), not {NZ}")
+    nw = max(1, min(CR_NWARPS, NZ)) if nwarps is None else nwarps
+    elim, upd, back = (_build.function("cyclic_reduction.cu", k, OPTIONS, {"NZ": NZ, "NWARPS": nw})
+                       for k in ("cr_eliminate", "cr_update", "cr_backsub"))
+    dirm = _static(model, sysm)[3]
+    W = _cr_work(model, NX, NZ)
+    Bw, rw, XA, XC, Xr = W["Bw"], W["rw"], W["XA"], W["XC"], W["Xr"]
+    i32 = np.int32
+    src = 0
+    htop = 0
+    for lvl, (h, first, step, n_elim, n_kept) in enumerate(blocktri.cr_levels(NX)):
+        l0 = i32(lvl == 0)
+        Asrc, Csrc = W["A"][src], W["C"][src]
+        elim((n_elim,), (nw * 32,), (D, lo, up, b, Bw, Asrc, Csrc, rw, l0, i32(NX), i32(h), i32(first),
+                                      i32(step), XA, XC, Xr))
+        dst = 1 - src
+        _build.launch(upd, n_kept * NZ * NZ, BLOCK, (D, lo, up, b, Bw, Asrc, Csrc, rw, XA, XC, Xr, l0, i32(NX),
+                                                     i32(h), i32(n_kept), W["A"][dst], W["C"][dst]))
+        src = dst
+        htop = h
+    elim((1,), (nw * 32,), (D, lo, up, b, Bw, W["A"][src], W["C"][src], rw, i32(NX == 1), i32(NX), i32(NX),
+                            i32(0), i32(0), XA, XC, Xr))
+    x = cp.empty(NX * NZ)
+    back((1,), (1024,), (XA, XC, Xr, b, dirm, i32(NX), i32(htop), x))
+    return x
+
+
+# ---------------------------------------------------------------------- the Newton glue
+def newton_rhs(model, backend, sysm, F, V, N, ND):
+    """poisson.newton_rhs: rhs (NX-2, NZ-2) of the interior rows, -c_p (N - N_D) + c_p dz F V, in
+    one launch."""
+    NX, NZ = sysm.NX, sysm.NZ
+    rhs = cp.empty((NX - 2, NZ - 2))
+    _build.launch(_build.function("newton.cu", "newton_rhs", OPTIONS), rhs.size, 128,
+                  (f64(cp, F), f64(cp, V), f64(cp, N), f64(cp, ND), np.float64(model.cp), np.float64(sysm.cp_dz),
+                   np.int32(NX), np.int32(NZ), rhs))
+    return rhs
+
+
+def newton_norms(model, backend, V_new, V_old, N_new, N_old, x):
+    """(norms dict as poisson.norms, all(isfinite(x))) from ONE kernel and
+    ONE host read."""
+    out = cp.empty(5)
+    Vn = f64(cp, V_new)
+    _build.function("newton.cu", "newton_norms", OPTIONS)(
+        (1,), (1024,), (Vn, f64(cp, V_old), f64(cp, N_new), f64(cp, N_old), f64(cp, x), np.int32(Vn.size), out))
+    v = cp.asnumpy(out)
+    w = math.sqrt(model.dx * model.dz)
+    vals = [float(v[0]), w * math.sqrt(v[1]), float(v[2]), w * math.sqrt(v[3])]
+    return dict(zip(("dV_inf", "dV_l2", "dN_inf", "dN_l2"), vals)), bool(v[4] != 0.0)

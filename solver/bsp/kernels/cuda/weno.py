@@ -1,0 +1,105 @@
+"""CUDA fast paths of the WENO phases (weno.cu): ``weno_x``, ``weno_w``, ``weno_phi`` take exactly
+the arguments of the array functions of solver/bsp/weno.py and return the same result, bit for bit
+(measurements: docs/performance-bte-kernels.md).
+
+One launch per call, one thread per line segment along the differentiated direction.  The thread
+keeps the six flux products g of the stencil in registers (a sliding window), forms each face once
+(weno5_faces' arithmetic in its order) and writes (h_{k+1/2} - h_{k-1/2}) / h.  Ghost and boundary
+rules are those of weno.py: x inflow ghosts scaled by rho_eq/rho (closed: constant extension and
+zero contact faces), w partner-angle ghosts below w = 0, constant extension above, top face 0,
+bottom face (h(phi) - h(phi+pi))/2 (the thread of a segment that starts at l = 0 forms the partner
+line's bottom face itself), periodic phi with the Lax-Friedrichs pair g+ (left-biased) + g-
+(right-biased).  Long lines (x, w) are cut into segments so that about 2^18 threads run; a segment
+boundary face is formed by both neighbours (redundancy 1/segment length).  Only float64 is
+computed; other dtypes are converted and the result cast back.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+import cupy as cp
+
+from solver.bsp import weno as _weno
+from solver.bsp.kernels import f64
+from solver.bsp.kernels.cuda import _build
+
+SOURCE = "weno.cu"
+OPTIONS = ("--fmad=false",)  # no contraction of a*b + c: each operation rounds as in the array code
+BLOCK = 128
+TARGET_THREADS = 1 << 18  # segments per launch: enough threads to fill an H100/H200
+MIN_SEGMENT = 8  # nodes per segment at least (the boundary face is formed twice)
+
+
+def _launch(kernel, nthreads, args):
+    _build.launch(_build.function(SOURCE, kernel, OPTIONS), nthreads, BLOCK, args)
+
+
+def _segments(nline, n):
+    """(segment length, number of segments) for lines of n nodes: about TARGET_THREADS threads."""
+    nseg = max(1, min(-(-TARGET_THREADS // max(nline, 1)), -(-n // MIN_SEGMENT)))
+    seg = -(-n // nseg)
+    return seg, -(-n // seg)
+
+
+def _x_flags(model):
+    """Device flags (3, NW, NPHI): 1 inflow left, 2 inflow right, 4 left-biased."""
+    key = ("cuda.weno", "x_flags")
+    cache = model.device_cache
+    if key not in cache:
+        in_l, in_r, left = _weno._phi_masks(model)
+        f = (np.asarray(in_l, dtype=np.uint8) + 2 * np.asarray(in_r, dtype=np.uint8)
+             + 4 * np.asarray(left, dtype=np.uint8))
+        cache[key] = cp.asarray(np.ascontiguousarray(f, dtype=np.uint8))
+    return cache[key]
+
+
+def weno_x(model, backend, Phi, rho_eq0, rho_eqL, rho0, rhoL, closed=False, eps=None):
+    """weno.weno_x: d(a1 Phi)/dx, one launch."""
+    eps = _weno._eps(model) if eps is None else eps
+    P = f64(cp, Phi)
+    NX, NV, NS, NW, NPHI = P.shape
+    a1 = f64(cp, model.on(backend, "a1"))
+    flags = _x_flags(model)
+    if closed:
+        dummy = cp.zeros(1, dtype=cp.float64)
+        r = (dummy, dummy, dummy, dummy)
+    else:
+        r = tuple(f64(cp, v) for v in (rho_eq0, rho_eqL, rho0, rhoL))
+    out = cp.empty_like(P)
+    nline = NV * NS * NW * NPHI
+    seg, nseg = _segments(nline, NX)
+    _launch("bsp_weno_dx", nline * nseg, (P, a1, flags) + r + (
+        out, np.int32(NX), np.int32(NS), np.int32(NW), np.int32(NPHI), np.int32(1 if closed else 0),
+        np.int32(seg), np.int32(nseg), np.float64(eps), np.float64(1.0 / model.dx)))
+    return out.astype(Phi.dtype, copy=False)
+
+
+def weno_w(model, backend, Phi, deps_dx, eps=None):
+    """weno.weno_w: d(a2 Phi)/dw, one launch."""
+    eps = _weno._eps(model) if eps is None else eps
+    P = f64(cp, Phi)
+    NX, NV, NS, NW, NPHI = P.shape
+    a1 = f64(cp, model.on(backend, "a1"))
+    d = f64(cp, deps_dx)
+    out = cp.empty_like(P)
+    nline = NX * NV * NS * NPHI
+    seg, nseg = _segments(nline, NW)
+    _launch("bsp_weno_dw", nline * nseg, (P, a1, d, out, np.int32(NX), np.int32(NS), np.int32(NW),
+                                          np.int32(NPHI), np.int32(seg), np.int32(nseg), np.float64(eps),
+                                          np.float64(1.0 / model.dw)))
+    return out.astype(Phi.dtype, copy=False)
+
+
+def weno_phi(model, backend, Phi, deps_dx, A_eps, eps=None):
+    """weno.weno_phi: d(a3 Phi)/dphi with the Lax-Friedrichs split, one launch."""
+    eps = _weno._eps(model) if eps is None else eps
+    P = f64(cp, Phi)
+    NX, NV, NS, NW, NPHI = P.shape
+    a3f = f64(cp, model.on(backend, "a3_factor"))
+    d = f64(cp, deps_dx)
+    alpha = float(A_eps * model.A3)  # as the array code forms it (a 0-d array costs one sync)
+    out = cp.empty_like(P)
+    _launch("bsp_weno_dphi", NX * NV * NS * NW, (P, a3f, d, out, np.int32(NX), np.int32(NS), np.int32(NW),
+                                                 np.int32(NPHI), np.float64(alpha), np.float64(eps),
+                                                 np.float64(1.0 / model.dphi)))
+    return out.astype(Phi.dtype, copy=False)

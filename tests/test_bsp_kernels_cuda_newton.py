@@ -1,0 +1,179 @@
+"""CUDA fast paths of the Newton system (solver/bsp/kernels/cuda/newton.py + newton.cu +
+cyclic_reduction.cu) against the reference: the row-equilibrated CSC matrix of
+poisson.construct_linsys solved by SuperLU (poisson.solve_linsys) on the numpy backend.
+
+CPU tests: the .cu sources compiled with g++ behind a stand-in ``cupy`` (conftest
+``emulated_cuda``; the synchronising kernels run one OS thread per CUDA thread, __syncthreads as a
+std::barrier and the warp intrinsics through a per-warp buffer), so the Python launchers, the index
+bookkeeping, the pivot search and the barriers are checked without a GPU.  GPU tests (marked
+``gpu``) on the device.
+"""
+import math
+import types
+
+import numpy as np
+import pytest
+
+from solver.backend import get_backend
+from solver.bsp import blocktri, poisson
+
+NP = get_backend("numpy")
+
+
+@pytest.mark.parametrize("mesh", [("mesh.NX=13", "mesh.NZ=11"), ("mesh.NX=10", "mesh.NZ=9")])
+@pytest.mark.parametrize("bc", ["neumann", "dirichlet"])
+def test_emulated_cuda_construct_and_solve(emulated_cuda, newton_cases, mesh, bc, rng):
+    cn = emulated_cuda.newton
+    m = newton_cases.model(*mesh)
+    sysm, F, rhs, bvals, A, b, x0 = newton_cases.problem(m, bc, rng)
+    bs = blocktri.BlockSystem(sysm)
+    ref = blocktri.construct(np, bs, F, rhs, bvals)
+    (D, lo, up), bb = cn.construct_linsys(m, NP, sysm, F, rhs, bvals)
+    for o, r in zip((D, lo, up, bb), ref):
+        np.testing.assert_allclose(o, r, rtol=1e-15, atol=1e-15 * np.abs(r).max())
+    x = cn.solve_linsys(m, NP, sysm, (D, lo, up), bb)
+    assert np.abs(x - x0).max() <= 1e-12 * np.abs(x0).max()
+    d = sysm.dirichlet_flat
+    np.testing.assert_array_equal(x[d], bvals[d])
+
+
+@pytest.mark.parametrize("mesh", [("mesh.NX=13", "mesh.NZ=11"), ("mesh.NX=16", "mesh.NZ=9")])
+@pytest.mark.parametrize("bc", ["neumann", "dirichlet"])
+def test_emulated_cuda_cyclic_reduction(emulated_cuda, newton_cases, mesh, bc, rng):
+    m = newton_cases.model(*mesh)
+    sysm, F, rhs, bvals, A, b, x0 = newton_cases.problem(m, bc, rng)
+    bs = blocktri.BlockSystem(sysm)
+    D, lo, up, bb = blocktri.construct(np, bs, F, rhs, bvals)
+    for nw in (None, 4):
+        x = emulated_cuda.newton.solve_linsys_cr(m, NP, sysm, (D, lo, up), bb, nwarps=nw)
+        assert np.abs(x - x0).max() <= 1e-12 * np.abs(x0).max(), nw
+        d = sysm.dirichlet_flat
+        np.testing.assert_array_equal(x[d], bvals[d])
+
+
+def test_emulated_cuda_cyclic_reduction_pivots(emulated_cuda, newton_cases, rng):
+    """The indefinite F of test_bsp_blocktri's pivoting test on the CR kernels."""
+    m, bs, sysm, F, rhs, bvals, x0, _, _ = newton_cases.indefinite(rng)
+    D, lo, up, bb = blocktri.construct(np, bs, F, rhs, bvals)
+    x = emulated_cuda.newton.solve_linsys_cr(m, NP, sysm, (D, lo, up), bb)
+    assert np.abs(x - x0).max() <= 1e-10 * np.abs(x0).max()
+
+
+def test_emulated_cuda_newton_glue(emulated_cuda, newton_cases, rng):
+    """newton_rhs and newton_norms (the fused Newton glue) against poisson's array expressions."""
+    cn = emulated_cuda.newton
+    m = newton_cases.model("mesh.NX=10", "mesh.NZ=11")
+    NX, NZ = m.NX, m.NZ
+    sysm = poisson.NewtonSystem(m, "dirichlet")
+    F = rng.standard_normal((NX - 2, NZ - 2, NZ - 2))
+    V, N, ND = (rng.standard_normal((NX, NZ)) for _ in range(3))
+    cpdz = m.cp * m.dz
+    ref = -m.cp * (N[1:-1, 1:-1] - ND[1:-1, 1:-1]) + cpdz * np.einsum("ijk,ik->ij", F, V[1:-1, 1:-1])
+    out = cn.newton_rhs(m, NP, sysm, F, V, N, ND)
+    np.testing.assert_allclose(out, ref, rtol=1e-13, atol=1e-14 * np.abs(ref).max())
+    np.testing.assert_allclose(poisson.newton_rhs(m, NP, sysm, F, V, N, ND), ref, rtol=1e-13,
+                               atol=1e-14 * np.abs(ref).max())
+    Vn, Nn = V + 1e-3 * rng.standard_normal(V.shape), N + 1e-2 * rng.standard_normal(N.shape)
+    x = Vn.ravel().copy()
+    want = poisson.norms(np, m, Vn, V, Nn, N)
+    got, fin = cn.newton_norms(m, NP, Vn, V, Nn, N, x)
+    assert list(got) == list(poisson.NORM_KEYS)
+    np.testing.assert_allclose([got[k] for k in poisson.NORM_KEYS], [want[k] for k in poisson.NORM_KEYS], rtol=1e-13)
+    assert fin is True
+    x[7] = np.nan
+    Vn[3, 4] = np.nan
+    got, fin = cn.newton_norms(m, NP, Vn, V, Nn, N, x)
+    assert fin is False and math.isnan(got["dV_inf"]) and math.isnan(got["dV_l2"])
+
+
+def test_linsys_variant_selects_the_system(emulated_cuda, monkeypatch):
+    """numerics.linsys: auto = the block system where NZ <= MAX_NZ (paper 001 runs NZ = 129: the
+    dense cuSOLVER system there), dense = the dense system at any NZ, block_cr = the block system;
+    construct_linsys and solve_linsys follow the same rule (checked behind stand-ins)."""
+    cn = emulated_cuda.newton
+    big = types.SimpleNamespace(NX=65, NZ=cn.MAX_NZ + 2)
+    with pytest.raises(ValueError, match="NZ <= 127"):
+        cn.solve_linsys_cr(None, None, big, (None, None, None), None)
+    calls = []
+    monkeypatch.setattr(cn, "dense", types.SimpleNamespace(
+        construct_linsys=lambda *a: calls.append("dense construct") or ("A", "b"),
+        solve_linsys=lambda *a: calls.append("dense solve") or "x"))
+    monkeypatch.setattr(cn, "solve_linsys_cr", lambda *a: calls.append("cr") or "xb")
+    assert cn.MAX_NZ == 127
+
+    def mdl(NZ, linsys):
+        return types.SimpleNamespace(NZ=NZ, cfg={"numerics": {"linsys": linsys}})
+
+    assert cn.construct_linsys(mdl(big.NZ, "auto"), None, big, None, None, None) == ("A", "b")
+    assert cn.solve_linsys(mdl(big.NZ, "auto"), None, big, "A", "b") == "x"
+    small = types.SimpleNamespace(NX=65, NZ=cn.MAX_NZ)
+    assert cn.solve_linsys(mdl(small.NZ, "auto"), None, small, "A", "b") == "xb"
+    assert cn.solve_linsys(mdl(small.NZ, "dense"), None, small, "A", "b") == "x"
+    assert cn.solve_linsys(mdl(small.NZ, "block_cr"), None, small, "A", "b") == "xb"
+    assert calls == ["dense construct", "dense solve", "cr", "dense solve", "cr"]
+
+
+# ---------------------------------------------------------------------- on the GPU
+GPU_MESHES = [("mesh.NX=13", "mesh.NZ=11"), ("mesh.NX=17", "mesh.NZ=33"), ("mesh.NX=9", "mesh.NZ=65")]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("mesh", GPU_MESHES)
+@pytest.mark.parametrize("bc", ["neumann", "dirichlet"])
+def test_cuda_block_system_matches_sparse_lu(cupy_backend, newton_cases, mesh, bc, rng):
+    from solver.bsp.kernels.cuda import newton
+    xp = cupy_backend.xp
+    m = newton_cases.model(*mesh)
+    sysm, F, rhs, bvals, A, b, x0 = newton_cases.problem(m, bc, rng)
+    bs = blocktri.BlockSystem(sysm)
+    ref = blocktri.construct(np, bs, F, rhs, bvals)
+    (Dd, lod, upd), bd = newton.construct_linsys(m, cupy_backend, sysm, xp.asarray(F), xp.asarray(rhs), bvals)
+    for o, r in zip((Dd, lod, upd, bd), ref):
+        o = cupy_backend.to_numpy(o)
+        np.testing.assert_allclose(o, r, rtol=1e-15, atol=1e-15 * np.abs(r).max())
+    x = cupy_backend.to_numpy(newton.solve_linsys(m, cupy_backend, sysm, (Dd, lod, upd), bd))
+    assert np.abs(x - x0).max() <= 1e-11 * np.abs(x0).max()
+    d = sysm.dirichlet_flat
+    np.testing.assert_array_equal(x[d], bvals[d])
+    for nw in (4, 8, 16):
+        xs = cupy_backend.to_numpy(newton.solve_linsys_cr(m, cupy_backend, sysm, (Dd, lod, upd), bd, nwarps=nw))
+        assert np.abs(xs - x0).max() <= 1e-11 * np.abs(x0).max(), nw
+        np.testing.assert_array_equal(xs[d], bvals[d])
+    # through the hooks of poisson.construct_linsys / poisson.solve_linsys (numerics.kernels = auto)
+    A2, b2 = poisson.construct_linsys(m, cupy_backend, sysm, xp.asarray(F), xp.asarray(rhs), bvals)
+    x2 = cupy_backend.to_numpy(poisson.solve_linsys(m, cupy_backend, sysm, A2, b2))
+    np.testing.assert_array_equal(x2, x)
+
+
+@pytest.mark.gpu
+def test_cuda_block_solve_pivots(cupy_backend, newton_cases, rng):
+    from solver.bsp.kernels.cuda import newton
+    xp = cupy_backend.xp
+    m, bs, sysm, F, rhs, bvals, x0, _, _ = newton_cases.indefinite(rng)
+    Ad, bd = newton.construct_linsys(m, cupy_backend, sysm, xp.asarray(F), xp.asarray(rhs), bvals)
+    x = cupy_backend.to_numpy(newton.solve_linsys(m, cupy_backend, sysm, Ad, bd))
+    assert np.abs(x - x0).max() <= 1e-10 * np.abs(x0).max()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("mesh", [("mesh.NX=13", "mesh.NZ=11"), ("mesh.NX=33", "mesh.NZ=33")])
+def test_cuda_newton_glue_matches_reference(cupy_backend, newton_cases, mesh, rng):
+    from solver.bsp.kernels.cuda import newton
+    xp = cupy_backend.xp
+    m = newton_cases.model(*mesh)
+    NX, NZ = m.NX, m.NZ
+    sysm = poisson.NewtonSystem(m, "dirichlet")
+    F = rng.standard_normal((NX - 2, NZ - 2, NZ - 2))
+    V, N, ND = (rng.standard_normal((NX, NZ)) for _ in range(3))
+    ref = -m.cp * (N[1:-1, 1:-1] - ND[1:-1, 1:-1]) + sysm.cp_dz * np.einsum("ijk,ik->ij", F, V[1:-1, 1:-1])
+    got = cupy_backend.to_numpy(newton.newton_rhs(m, cupy_backend, sysm, *(xp.asarray(a) for a in (F, V, N, ND))))
+    np.testing.assert_allclose(got, ref, rtol=1e-13, atol=1e-14 * np.abs(ref).max())
+    Vn, Nn = V + 1e-3 * rng.standard_normal(V.shape), N + 1e-2 * rng.standard_normal(N.shape)
+    want = poisson.norms(np, m, Vn, V, Nn, N)
+    nrm, fin = newton.newton_norms(m, cupy_backend, *(xp.asarray(a) for a in (Vn, V, Nn, N, Vn.ravel())))
+    assert fin and list(nrm) == list(poisson.NORM_KEYS)
+    np.testing.assert_allclose([nrm[k] for k in poisson.NORM_KEYS], [want[k] for k in poisson.NORM_KEYS], rtol=1e-13)
+    x = Vn.ravel().copy()
+    x[5] = np.inf
+    _, fin = newton.newton_norms(m, cupy_backend, *(xp.asarray(a) for a in (Vn, V, Nn, N, x)))
+    assert not fin
