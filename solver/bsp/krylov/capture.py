@@ -10,7 +10,7 @@ def capture_systems(cfg_path=None, overrides=(), steps: int = 2, backend: str = 
     """Run the solver (reference NumPy path) for ``steps`` time steps and return every linear
     system it solved: dicts with A (CSR), b, x (the sparse-LU solution the solver used), x_bc,
     step (0 = start-up: INITCOND with Neumann, THERMEQUIL with Dirichlet rows) and the call index.
-    The solver's own ``poisson.solve`` is wrapped (not changed): the systems are the real ones."""
+    The solver's own ``poisson.solve_linsys`` is wrapped (not changed): the systems are the real ones."""
     from solver.backend import get_backend
     from solver.bsp import poisson
     from solver.bsp.model import load
@@ -21,7 +21,7 @@ def capture_systems(cfg_path=None, overrides=(), steps: int = 2, backend: str = 
     be = get_backend(backend)
     label = {"step": 0}
     out: list[dict] = []
-    orig_solve = poisson.solve
+    orig_solve = poisson.solve_linsys
 
     def recording_solve(model, backend_, sysm, A, b):
         x = orig_solve(model, backend_, sysm, A, b)
@@ -38,11 +38,11 @@ def capture_systems(cfg_path=None, overrides=(), steps: int = 2, backend: str = 
         return orig_step()
 
     sim.step = counting_step
-    poisson.solve = recording_solve
+    poisson.solve_linsys = recording_solve
     try:
         sim.run(resume=False)
     finally:
-        poisson.solve = orig_solve
+        poisson.solve_linsys = orig_solve
     for s in out:
         s["A"].sort_indices()
     return out
