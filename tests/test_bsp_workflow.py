@@ -137,7 +137,7 @@ def timing_runs(tmp_path):
 
 
 def test_phase_table_and_speedups(timing_runs):
-    t5 = A.phase_table(timing_runs, A.TABLE5)
+    t5 = A.phase_table(timing_runs, A.TABLE5_000)
     assert list(t5.index) == ["numpy_t1", "numba_t2", "numba_t4", "cupy_t1"]  # sequential, threads, GPU
     assert t5.loc["numpy_t1", "FD-WENO-5"] == pytest.approx(2.5)
     assert t5.loc["numpy_t1", "scatt."] == pytest.approx(5.0)
@@ -168,7 +168,7 @@ def test_mesh_scaling_and_doubling(tmp_path):
     factor = {"N_sbn": 4.0, "NX": 2.0, "NZ": 1.0, "NW": 2.0, "NPHI": 2.0}  # a manufactured cost model
     for d, f in factor.items():
         ds.append(_write_run(tmp_path / d, "numpy", 1, A.double(ref, d), _times(f, 8.0 if d == "NZ" else f)))
-    t = A.mesh_scaling(A.collect_runs(ds), ref, A.TABLE5)
+    t = A.mesh_scaling(A.collect_runs(ds), ref, A.TABLE5_000)
     assert list(t.index) == ["reference", "N_sbn x2", "NX x2", "NZ x2", "NW x2", "NPHI x2"]
     assert t.loc["N_sbn x2", "scatt. ratio"] == pytest.approx(4.0)
     assert t.loc["NZ x2", "ITER ratio"] == pytest.approx(8.0)
@@ -297,7 +297,7 @@ def test_no_solver_import_while_the_bsp_rules_are_read():
 
 @needs_snakemake
 def test_smoke_dag_plans_the_bench_cases():
-    r = _dry("-p", "bsp_bench")
+    r = _dry("-p", "--force", "bsp_bench")
     assert r.returncode == 0, r.stderr[-2000:]
     out = r.stdout + r.stderr
     for case in ("3x9x9x12x8:numpy:1:3:1", "3x9x9x12x8:numba:1:3:1", "3x9x9x12x8:numba:2:3:1"):
