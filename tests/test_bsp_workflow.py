@@ -137,7 +137,7 @@ def timing_runs(tmp_path):
 
 
 def test_phase_table_and_speedups(timing_runs):
-    t5 = A.phase_table(timing_runs, A.TABLE5)
+    t5 = A.phase_table(timing_runs, A.TABLE5_000)
     assert list(t5.index) == ["numpy_t1", "numba_t2", "numba_t4", "cupy_t1"]  # sequential, threads, GPU
     assert t5.loc["numpy_t1", "FD-WENO-5"] == pytest.approx(2.5)
     assert t5.loc["numpy_t1", "scatt."] == pytest.approx(5.0)
@@ -168,7 +168,7 @@ def test_mesh_scaling_and_doubling(tmp_path):
     factor = {"N_sbn": 4.0, "NX": 2.0, "NZ": 1.0, "NW": 2.0, "NPHI": 2.0}  # a manufactured cost model
     for d, f in factor.items():
         ds.append(_write_run(tmp_path / d, "numpy", 1, A.double(ref, d), _times(f, 8.0 if d == "NZ" else f)))
-    t = A.mesh_scaling(A.collect_runs(ds), ref, A.TABLE5)
+    t = A.mesh_scaling(A.collect_runs(ds), ref, A.TABLE5_000)
     assert list(t.index) == ["reference", "N_sbn x2", "NX x2", "NZ x2", "NW x2", "NPHI x2"]
     assert t.loc["N_sbn x2", "scatt. ratio"] == pytest.approx(4.0)
     assert t.loc["NZ x2", "ITER ratio"] == pytest.approx(8.0)
@@ -262,3 +262,44 @@ def test_bad_config_value_names_the_key():
     r = _dry("--config", "bsp={timing: {mesh: 6x65}}")
     assert r.returncode != 0
     assert "6x65" in (r.stdout + r.stderr) and "mesh" in (r.stdout + r.stderr)
+
+
+def _rules_and_captions():
+    """(rule name, caption stems) of every bsp rule, read from workflow/rules/bsp.smk."""
+    import re
+
+    text = (REPO / "workflow/rules/bsp.smk").read_text()
+    blocks = re.split(r"^rule ", text, flags=re.M)[1:]
+    return {b.split(":")[0]: set(re.findall(r'_caption\("([a-z0-9_]+)"|report_caption\("([a-z0-9_]+)"\)', b))
+            for b in blocks}
+
+
+def test_rule_names_match_captions():
+    """A rule that makes one artifact carries its caption's name; every caption file exists and is used."""
+    rules = _rules_and_captions()
+    used = set()
+    for rule, caps in rules.items():
+        stems = {a or b for a, b in caps}
+        used |= stems
+        if len(stems) == 1:
+            assert stems == {rule}, (rule, stems)
+    files = {p.stem for p in (REPO / "workflow/report").glob("bsp_*.rst")}
+    assert used == files
+    assert {"bsp_table2_000_krylov", "bsp_bench", "bsp_table4_000_kernel_profile"} <= set(rules)
+
+
+def test_no_solver_import_while_the_bsp_rules_are_read():
+    """Names are built from the config in the workflow; only bsp_check_runs loads the solver's schema."""
+    for f in ("workflow/rules/bsp.smk", "workflow/rules/common.smk"):
+        text = (REPO / f).read_text()
+        assert "solver.bsp import analysis" not in text and "BSP_HAS_" not in text
+
+
+@needs_snakemake
+def test_smoke_dag_plans_the_bench_cases():
+    r = _dry("-p", "--force", "bsp_bench")
+    assert r.returncode == 0, r.stderr[-2000:]
+    out = r.stdout + r.stderr
+    for case in ("3x9x9x12x8:numpy:1:3:1", "3x9x9x12x8:numba:1:3:1", "3x9x9x12x8:numba:2:3:1"):
+        assert f"--case {case}" in out
+    assert ":cupy:" not in out  # smoke: gpu false

@@ -35,7 +35,7 @@ RENAMED_PHASES = {"constrlinsys": "construct_linsys", "solvelinsys": "solve_lins
 PHASES = ("step",) + TOP + BTE_KERNELS + ITER_STEPS
 
 # Table 5 of paper 000: its columns as sums of the solver's phases
-TABLE5 = {
+TABLE5_000 = {
     "step": ("step",),
     "BTE": ("BTE",),
     "DENS": ("DENS",),
@@ -47,7 +47,7 @@ TABLE5 = {
     "NR kernel": ("ITER/Frechet",),
 }
 # Tables 2 and 3 of paper 001 (phases BTE, iter; iter sections)
-TABLE2 = {"step": ("step",), "BTE": ("BTE",), "iter": ("ITER",)}
+TABLE2_001 = {"step": ("step",), "BTE": ("BTE",), "iter": ("ITER",)}
 TABLE3 = {"iter.eigen": ("ITER/eigen",), "iter.Frechet": ("ITER/Frechet",),
           "iter.constrlinsys": ("ITER/construct_linsys",), "iter.solvelinsys": ("ITER/solve_linsys",)}
 
@@ -197,7 +197,7 @@ def _combine(runs: pd.DataFrame, columns: dict) -> pd.DataFrame:
     return out
 
 
-def phase_table(runs: pd.DataFrame, columns: dict = TABLE5, by=("variant",)) -> pd.DataFrame:
+def phase_table(runs: pd.DataFrame, columns: dict = TABLE5_000, by=("variant",)) -> pd.DataFrame:
     """Mean seconds per step of the papers' phases, one row per ``by`` key (variants ordered as
     sequential, threads ascending, GPU last)."""
     runs = _ordered(runs)
@@ -236,7 +236,7 @@ def speedups(table: pd.DataFrame, baseline: str) -> pd.DataFrame:
     return table.loc[baseline] / table
 
 
-def mesh_scaling(runs: pd.DataFrame, reference: str, columns: dict = TABLE5, variant: str | None = None) -> pd.DataFrame:
+def mesh_scaling(runs: pd.DataFrame, reference: str, columns: dict = TABLE5_000, variant: str | None = None) -> pd.DataFrame:
     """Fig 14 of 000: per-phase time of the reference mesh and of each mesh with one dimension
     doubled, for one variant.  Rows: 'reference', then 'N_sbn x2', 'NX x2', ...; columns: the
     phases (s per step) and '<phase> ratio' (time / reference time)."""
@@ -274,7 +274,7 @@ def grid_speedups(runs: pd.DataFrame, baseline: str, phase: str = "ITER", meshes
     return sp
 
 
-def compare_machines(runs_by_machine: dict, columns: dict = TABLE5) -> pd.DataFrame:
+def compare_machines(runs_by_machine: dict, columns: dict = TABLE5_000) -> pd.DataFrame:
     """Cross-machine table: ``runs_by_machine[machine]`` is a machine's tidy timing table
     (:func:`collect_runs`); rows (mesh, variant, phase) with the papers' phases, one column per
     machine (mean s per step; empty where a machine has no such run)."""

@@ -4,10 +4,17 @@
 difference of the state after N steps (GPU vs NumPy acceptance: 1e-10 after 20 steps).
 ``python -m solver bsp phases``: per-phase time of one (or a few) steps on each backend, as a
 tidy CSV (backend, phase, seconds per step) with the run records beside it.
+``python -m solver bsp bench``: the time step of every (mesh, backend, threads) case, each in its
+own process (:func:`bench`): steps.csv, steps_spread.csv and run.json.
 """
 from __future__ import annotations
 
+import json
+import os
+import subprocess
 import sys
+import time
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
@@ -67,7 +74,159 @@ def phase_times(cfg_path=None, overrides=(), backends=("numpy",), steps=1, out=N
     return pd.DataFrame(rows)
 
 
+# ------------------------------------------------------------------------------ steps bench
+STEPS_COLUMNS = ["mesh", "backend", "threads", "steps", "step_ms", "bte_ms", "dens_ms", "iter_ms", "newton_per_step",
+                 "startup_s", "commit"]
+SPREAD_COLUMNS = ["mesh", "backend", "threads", "steps", "step_ms_min", "step_ms_p10", "step_ms_median", "step_ms_p90",
+                  "step_ms_max", "note"]
+STEP_PHASES = {"step_ms": "step", "bte_ms": "step/BTE", "dens_ms": "step/DENS", "iter_ms": "step/ITER"}
+STARTUP_S = ("seconds from just before the case's process is started to the end of the Simulation's start-up "
+             "(model, INITCOND, THERMEQUIL, initial densities), before the first (warm-up) step")
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS")
+
+
+@dataclass(frozen=True)
+class Case:
+    """One bench case: ``steps`` timed time steps after ``warmup`` untimed ones."""
+    mesh: str  # N_sbn x NX x NZ x NW x NPHI, e.g. 6x65x65x300x48
+    backend: str
+    threads: int
+    steps: int
+    warmup: int
+
+    @classmethod
+    def parse(cls, text: str) -> "Case":
+        """'MESH:BACKEND:THREADS:STEPS:WARMUP', e.g. '6x65x65x300x48:numba:8:10:2'."""
+        parts = str(text).split(":")
+        if len(parts) != 5:
+            raise ValueError(f"bench case {text!r}: expected MESH:BACKEND:THREADS:STEPS:WARMUP")
+        mesh, backend, threads, steps, warmup = parts
+        return cls(mesh, backend, int(threads), int(steps), int(warmup))
+
+    def __str__(self) -> str:
+        return f"{self.mesh}:{self.backend}:{self.threads}:{self.steps}:{self.warmup}"
+
+    def overrides(self) -> list[str]:
+        from solver.bsp.analysis import parse_mesh
+
+        return ([f"mesh.{k}={v}" for k, v in parse_mesh(self.mesh).items()]
+                + [f"time.steps={self.warmup + self.steps}", "time.t_end_ps=null", f"numerics.backend={self.backend}",
+                   f"numerics.threads={self.threads}", "output.progress=false", "output.checkpoint_every_steps=0"])
+
+
+def run_case(cfg_path, overrides, case: Case, launched_at: float) -> dict:
+    """Run one case in this process: start-up, ``warmup`` steps, ``steps`` timed steps.
+
+    Returns {"startup_s", "steps": [{phase: seconds, "newton": iterations}, ...] (timed steps
+    only), "device"}.  startup_s = time.time() at the end of the Simulation's start-up (model
+    built, INITCOND, THERMEQUIL, initial densities: the instant the first time step may begin)
+    minus ``launched_at`` (time.time() of the parent just before it started this process, so
+    interpreter start and imports are included).  Compilation that happens at a kernel's first
+    call (numba JIT, CuPy kernels) falls in the warm-up steps, not in startup_s.
+    """
+    from solver.bsp.model import load
+    from solver.bsp.simulation import Simulation
+
+    cfg = load(cfg_path, list(overrides) + case.overrides())
+    sim = Simulation(cfg, progress=False)
+    sim._timer_rows = []  # as Simulation.run
+    sim.startup()
+    startup_s = time.time() - launched_at
+    steps = []
+    for _ in range(case.warmup + case.steps):
+        sim.step()
+        times = sim.timer.steps[-1]
+        steps.append({**{k: float(times.get(k, 0.0)) for k in STEP_PHASES.values()},
+                      "newton": int(sim.state.newton_iterations)})
+    return {"startup_s": startup_s, "steps": steps[case.warmup:], "device": sim.backend.device_info()}
+
+
+def summarize(case: Case, result: dict | None, commit: str, note: str = "") -> tuple[dict, dict]:
+    """(steps.csv row, steps_spread.csv row) of one case; ``result`` None = the case failed (times empty)."""
+    row = {"mesh": case.mesh, "backend": case.backend, "threads": case.threads, "steps": case.steps,
+           **{k: None for k in STEPS_COLUMNS[4:]}, "commit": commit}
+    spread = {"mesh": case.mesh, "backend": case.backend, "threads": case.threads, "steps": case.steps,
+              **{k: None for k in SPREAD_COLUMNS[4:]}, "note": note}
+    if result is not None:
+        steps = result["steps"]
+        for col, key in STEP_PHASES.items():
+            row[col] = 1e3 * float(np.median([s[key] for s in steps]))
+        row["newton_per_step"] = float(np.mean([s["newton"] for s in steps]))
+        row["startup_s"] = float(result["startup_s"])
+        ms = 1e3 * np.array([s["step"] for s in steps])
+        spread.update(step_ms_min=float(ms.min()), step_ms_p10=float(np.percentile(ms, 10)),
+                      step_ms_median=float(np.median(ms)), step_ms_p90=float(np.percentile(ms, 90)),
+                      step_ms_max=float(ms.max()))
+    return row, spread
+
+
+def commit_id() -> str:
+    """The code's commit (git.source_commit of a copied tree first), '-dirty' when modified."""
+    from solver import provenance
+
+    g = provenance.git_info()
+    c = g.get("source_commit") or g.get("commit") or "unknown"
+    return f"{c}-dirty" if g.get("dirty") and not g.get("source_commit") else c
+
+
+def bench(cfg_path=None, overrides=(), cases=(), timeout=None, log=sys.stderr):
+    """Every case in its own process (``python -m solver bsp bench-case``, thread pools pinned to
+    the case's threads).  Returns (steps table, spread table, per-case records).  A case that fails
+    (non-zero exit, time-out) gives a row with empty times; its error is the ``note`` of
+    steps_spread.csv and in the records."""
+    import solver
+
+    root = str(Path(solver.__file__).resolve().parents[1])
+    commit = commit_id()
+    rows, spreads, records = [], [], []
+    for case in cases:
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join([root] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
+        env.update({k: str(case.threads) for k in THREAD_VARIABLES})
+        cmd = [sys.executable, "-m", "solver", "bsp", "bench-case", str(case)]
+        if cfg_path is not None:
+            cmd.append(str(cfg_path))
+        for s in overrides:
+            cmd += ["--set", s]
+        try:  # launched-at: as late as possible, the start of this case's process
+            r = subprocess.run(cmd + ["--launched-at", repr(time.time())], env=env, capture_output=True, text=True,
+                               timeout=timeout)
+            ok = r.returncode == 0
+            err = r.stderr.strip().splitlines()
+            note = "" if ok else f"exit {r.returncode}: {err[-1] if err else ''}"
+        except subprocess.TimeoutExpired:
+            ok, note = False, f"timed out after {timeout} s"
+        result = json.loads(r.stdout.strip().splitlines()[-1]) if ok else None
+        row, spread = summarize(case, result, commit, note)
+        rows.append(row)
+        spreads.append(spread)
+        records.append({**asdict(case), "ok": ok, "note": note,
+                        **({"startup_s": result["startup_s"], "device": result["device"]} if ok else {})})
+        print(f"{case}: " + (f"{row['step_ms']:.3f} ms/step, startup {row['startup_s']:.2f} s" if ok else note),
+              file=log, flush=True)
+    return (pd.DataFrame(rows, columns=STEPS_COLUMNS), pd.DataFrame(spreads, columns=SPREAD_COLUMNS), records)
+
+
+def write_bench(out, steps, spread, record) -> None:
+    out = Path(out)
+    io.write_csv(steps, out / "steps.csv", float_format="%.6g")
+    io.write_csv(spread, out / "steps_spread.csv", float_format="%.6g")
+    io.write_json(out / "run.json", record)
+
+
 def register(bs) -> None:
+    b = bs.add_parser("bench", help="time step of each (mesh, backend, threads) case, one process each: steps.csv")
+    b.add_argument("config", nargs="?", default=None)
+    b.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    b.add_argument("--case", dest="cases", action="append", required=True, metavar="MESH:BACKEND:THREADS:STEPS:WARMUP")
+    b.add_argument("--timeout", type=float, help="seconds per case")
+    b.add_argument("--out", required=True, help="folder of steps.csv, steps_spread.csv, run.json")
+    b.set_defaults(func=_bench)
+    o = bs.add_parser("bench-case", help="one bench case in this process; prints its record as a JSON line")
+    o.add_argument("case", metavar="MESH:BACKEND:THREADS:STEPS:WARMUP")
+    o.add_argument("config", nargs="?", default=None)
+    o.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    o.add_argument("--launched-at", type=float, help="time.time() when the process was started (default: now)")
+    o.set_defaults(func=_bench_case)
     c = bs.add_parser("compare-backends", help="largest relative difference between backends after N steps")
     c.add_argument("config", nargs="?", default=None)
     c.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
@@ -84,6 +243,25 @@ def register(bs) -> None:
     p.add_argument("--out", help="folder for the runs' records")
     p.add_argument("--csv")
     p.set_defaults(func=_phases)
+
+
+def _bench(args) -> int:
+    from solver import provenance
+
+    cases = [Case.parse(c) for c in args.cases]
+    steps, spread, records = bench(args.config, args.overrides, cases, args.timeout)
+    rec = provenance.collect({"config": args.config, "overrides": args.overrides, "cases": [str(c) for c in cases]},
+                             extra={"cases": records, "startup_s": STARTUP_S})
+    write_bench(args.out, steps, spread, rec)
+    print(steps.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+    return 1 if steps["step_ms"].isna().all() else 0
+
+
+def _bench_case(args) -> int:
+    launched = args.launched_at if args.launched_at is not None else time.time()
+    rec = run_case(args.config, args.overrides, Case.parse(args.case), launched)
+    print(json.dumps(rec, default=str))
+    return 0
 
 
 def _compare(args) -> int:

@@ -11,7 +11,7 @@ from solver.bsp import analysis as A
 runs = pd.read_csv(snakemake.input[0], dtype={"mesh": str})
 p, out = snakemake.params, snakemake.output
 variant = p.baseline if p.baseline in set(runs["variant"]) else runs["variant"].iloc[0]
-t = A.mesh_scaling(runs, p.reference, A.TABLE5, variant=variant)
+t = A.mesh_scaling(runs, p.reference, A.TABLE5_000, variant=variant)
 io.write_csv(t, out.table, index=True)
 io.save_figure(A.plot_mesh_scaling(t, ["step", "BTE", "DENS", "ITER", "FD-WENO-5", "scatt.", "lin. sys.", "Schrod.", "NR kernel"],
                                    f"Fig 14 (000): cost per phase, each dimension doubled from {p.reference} ({variant})"), out.fig)

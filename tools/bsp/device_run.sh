@@ -4,7 +4,7 @@
 # (numerics.kernels = array | auto), and the t = 0.1 ps validation against the reference
 # implementation on the coarse mesh (CuPy, fast paths on).  BSP_NUMPY=1 adds the standard mesh on
 # NumPy (one step, ~30 s).  Results go to results/<machine>/bsp/device/ and come back as
-# $OUT/bsp_device.tgz.   usage: bash workflow/scripts/bsp_device_run.sh
+# $OUT/bsp_device.tgz.   usage: bash tools/bsp/device_run.sh
 set -u
 export PYTHONUNBUFFERED=1 MPLBACKEND=Agg
 OUT=${OUT:-/tmp/bsp_out}; mkdir -p "$OUT"

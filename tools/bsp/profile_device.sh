@@ -4,7 +4,7 @@
 # Snakemake (config/gpu_quick.yaml, timing mesh 6x33x33x150x24) and the kernel profile of the
 # standard mesh on the GPU (CUDA vs array) and on the host (numba 1/16 threads vs NumPy).
 # Results under results/<machine>/..., packed into $OUT/bsp_profile.tgz.
-# usage: bash workflow/scripts/bsp_profile_device.sh   (carry .whl for Snakemake)
+# usage: bash tools/bsp/profile_device.sh   (carry .whl for Snakemake)
 set -u
 export PYTHONUNBUFFERED=1 MPLBACKEND=Agg
 OUT=${OUT:-/tmp/bsp_profile_out}; mkdir -p "$OUT"
@@ -28,17 +28,17 @@ tail -1 "$D/validation_coarse_final.log"
 rm -f "$D/validation_coarse_final/fields.h5"; rm -rf "$D/validation_coarse_final/snapshots"
 $PY -m solver bsp validate "$D/validation_coarse_final" --csv "$D/validation_coarse_final.csv" 2>&1 | tail -7
 pack
-echo "== rule bsp_kernel_profile through snakemake, gpu_quick ($((SECONDS-t0)) s)"
+echo "== rule bsp_table4_000_kernel_profile through snakemake, gpu_quick ($((SECONDS-t0)) s)"
 timeout 150 $PY -m snakemake --cores 16 --configfile config/gpu_quick.yaml -- "$K/kernel_profile.csv" > "$OUT/snakemake_profile.log" 2>&1
 echo "snakemake exit $?"; tail -3 "$OUT/snakemake_profile.log"
 echo "== kernel profile, standard mesh, cupy ($((SECONDS-t0)) s)"
-timeout 120 $PY workflow/scripts/bsp_kernel_profile.py --backend cupy --config config/standard.yaml --mesh 6x65x65x300x48 \
-  --reps 10 --work /tmp/kp_cupy --out "$K/kernel_profile_standard_cupy.csv" > "$K/kernel_profile_standard_cupy.log" 2>&1
+timeout 120 $PY -m solver bsp kernel-profile config/standard.yaml --backend cupy --mesh 6x65x65x300x48 \
+  --reps 10 --out "$K/kernel_profile_standard_cupy.csv" > "$K/kernel_profile_standard_cupy.log" 2>&1
 echo "exit $?"
 pack
 echo "== kernel profile, standard mesh, numba 1/16 threads ($((SECONDS-t0)) s)"
-timeout 150 $PY workflow/scripts/bsp_kernel_profile.py --backend numba --config config/standard.yaml --mesh 6x65x65x300x48 \
-  --threads 1,all --reps 3 --work /tmp/kp_numba --out "$K/kernel_profile_standard_numba.csv" > "$K/kernel_profile_standard_numba.log" 2>&1
+timeout 150 $PY -m solver bsp kernel-profile config/standard.yaml --backend numba --mesh 6x65x65x300x48 \
+  --threads 1,all --reps 3 --out "$K/kernel_profile_standard_numba.csv" > "$K/kernel_profile_standard_numba.log" 2>&1
 echo "exit $?"
 pack
 echo "== summary ($((SECONDS-t0)) s)"

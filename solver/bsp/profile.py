@@ -1,0 +1,654 @@
+"""Per-kernel profiles of the BSP solver (papers 000 and 001), behind ``python -m solver bsp ...``.
+
+``kernel-profile``  Table 4 of 000, Tables 5-6 of 001: every BTE kernel (WENO_x, WENO_w, WENO_phi,
+                    scat_gain, scat_loss) on a synthetic stage of a mesh, array code against the fast
+                    path (CUDA, or numba at each thread count): time per step, counted GFLOP/s and
+                    GB/s over the measured time, and their share of this machine's measured
+                    ceilings (copy bandwidth; FP64 FMA on the GPU, FP64 GEMM on the CPU).
+``iter-kernels``    Tables 1 and 4 of 001 (GPU only): the IPIM kernels A and B per time step for a
+                    sequence of NZ, and every ITER CUDA kernel's time per step on one mesh.
+``overlap``         Fig 10 of 000 (GPU only): the time step with and without numerics.overlap.
+
+No hardware counters: flops and bytes come from one model, :func:`counts` (tested by hand on a
+small mesh in tests/test_bsp_profile.py).
+"""
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from solver import io, provenance
+
+BTE_KERNELS = ("WENO_x", "WENO_w", "WENO_phi", "scat_gain", "scat_loss")
+STAGES = 3  # RK stages per time step: each BTE kernel runs once per stage
+
+
+# ---------------------------------------------------------------------------------------------
+# The kernel and reference names this module uses: the only place they appear.
+# (The kernel-layout refactor renames them: reference weno.weno_x/weno_w/weno_phi,
+# scattering.scat_gain/scat_loss; fast paths looked up by their phase names.)
+FAST_NAME = {"WENO_x": "dx_term", "WENO_w": "dw_term", "WENO_phi": "dphi_term", "scat_gain": "gain",
+             "scat_loss": "loss_coefficient"}
+# ITER fast paths counted and re-timed by iter-kernels (phase -> today's fast-path name)
+ITER_FAST_NAME = {"eigen": "solve_eigen", "Frechet": "frechet", "construct_linsys": "construct_linsys",
+                  "solve_linsys": "solve_linsys", "newton_rhs": "newton_rhs", "newton_norms": "newton_norms"}
+
+
+def phase_calls(m, be, d):
+    """The five BTE kernel calls (reference entry points, which dispatch to the fast path unless
+    numerics.kernels is array) on the stage data ``d`` (see :func:`stage`)."""
+    from solver.bsp import scattering, weno
+
+    Phi, deps, A = d["Phi"], d["deps"], d["A_eps"]
+    return {
+        "WENO_x": lambda: weno.dx_term(m, be, Phi, d["rho_eq"][0], d["rho_eq"][-1], d["rho"][0], d["rho"][-1]),
+        "WENO_w": lambda: weno.dw_term(m, be, Phi, deps),
+        "WENO_phi": lambda: weno.dphi_term(m, be, Phi, deps, A),
+        "scat_gain": lambda: scattering.gain(m, be, d["PhiHat"], d["eps"], d["W"]),
+        "scat_loss": lambda: scattering.loss_coefficient(m, be, d["eps"], d["W"]),
+    }
+
+
+def fast_path(m, be, phase):
+    """The fast path of a BTE or ITER phase on this model's backend, or None."""
+    from solver.bsp import kernels
+
+    return kernels.lookup(m, be, FAST_NAME.get(phase) or ITER_FAST_NAME[phase])
+
+
+def fast_table(backend_name):
+    """The backend's fast-path table as a mutable mapping (name -> function), for counting wrappers."""
+    from solver.bsp import kernels
+
+    return vars(kernels.module_for(backend_name))
+
+
+def cuda_iter_modules():
+    """(eigen module, Newton-system module) of the CUDA ITER fast paths, and the default IPIM variant."""
+    from solver.bsp.kernels import cuda_blocktri, cuda_iter
+
+    return cuda_iter, cuda_blocktri, cuda_iter.IPIM, cuda_iter.IPIM_BLOCK
+# ---------------------------------------------------------------------------------------------
+
+
+# flops of one WENO-5 face as the fast kernels compute it (weno5_faces, physics.md §8): central
+# value 5, the four differences a face uses 4, correction F 44 (4 of them divisions), adding F 1
+FACE_FLOPS = 54
+NODE_FLOPS = {"WENO_x": FACE_FLOPS + 1 + 2,  # g = a1 Phi; difference of faces, times 1/dx
+              "WENO_w": FACE_FLOPS + 2 + 2,  # a2 = -deps a1, g = a2 Phi; difference, 1/dw
+              "WENO_phi": 2 * FACE_FLOPS + 7 + 1 + 2}  # a3, a3 +- alpha, * Phi, * 1/2 (x2); h+ + h-; difference, 1/dphi
+GAIN_INNER_FLOPS = 8  # r = dl/dw + l (2), t = r - l_d (1), (f1 - f0) t + f0 (3), coef v (1), accumulate (1)
+LOSS_INNER_FLOPS = 5  # Gamma = dl + w (1), 1 + 2 alpha Gamma (2), coef * . (1), accumulate (1)
+PAIR_FLOPS = 3  # per (output, branch, p'): dl = eps - eps' + sigma (2), coef = weight W (1)
+
+
+def counts(m, n_branches):
+    """Flops and fewest bytes of one call of each BTE kernel on the whole mesh of model ``m``.
+
+    {phase: (flops, bytes)}.  Flops: the additions, multiplications and divisions the kernels
+    compute (no comparisons), per output node for WENO (``NODE_FLOPS``) and per (output
+    (i, nu, p), branch, p', l) for scattering, plus the loop-invariant work at its own level.
+    ``n_branches``: scattering branches summed over the three initial valleys.  Bytes (float64):
+    every array the kernel reads once and its output written once -- Phi and the term (WENO);
+    a1 (3, NW, NPHI) or a3_factor (3, NW, NPHI); deps (NX, 3, N_sbn) for w and phi; the four
+    contact densities rho_eq, rho at x_0 and x_{NX-1} (3, N_sbn) for x; eps (NX, 3, N_sbn),
+    W (NX, 3, N_sbn, 3, N_sbn), PhiHat and G or Lc (NX, 3, N_sbn, NW), s_w (3, NW) or w (NW) for
+    scattering.  Inflow masks derived from a1 are not counted.
+    """
+    NX, NS, NW, NPHI = m.NX, m.N_sbn, m.NW, m.NPHI
+    nodes = NX * 3 * NS * NW * NPHI
+    coef = 3 * NW * NPHI  # a1 or a3_factor
+    eps = NX * 3 * NS  # eps or deps
+    W = NX * 3 * NS * 3 * NS
+    hat = NX * 3 * NS * NW  # PhiHat, G, Lc
+    inner = n_branches * NX * NS * NS * NW
+    pairs = n_branches * NX * NS * NS
+    return {
+        "WENO_x": (NODE_FLOPS["WENO_x"] * nodes, 8 * (2 * nodes + coef + 4 * 3 * NS)),
+        "WENO_w": (NODE_FLOPS["WENO_w"] * nodes, 8 * (2 * nodes + coef + eps)),
+        "WENO_phi": (NODE_FLOPS["WENO_phi"] * nodes, 8 * (2 * nodes + coef + eps)),
+        "scat_gain": (GAIN_INNER_FLOPS * inner + PAIR_FLOPS * pairs + hat,  # + the s_w scaling
+                      8 * (2 * hat + eps + W + 3 * NW)),
+        "scat_loss": (LOSS_INNER_FLOPS * inner + PAIR_FLOPS * pairs, 8 * (hat + eps + W + NW)),
+    }
+
+
+def n_branches(m) -> int:
+    from solver.bsp import scattering
+
+    return sum(len(v) for v in scattering.branches(m).values())
+
+
+def stage(m, be):
+    """Stage data of the kernels on the backend: the synthetic stage (solver.bsp.synthetic), its
+    overlap integrals W, densities rho and PhiHat, A_eps."""
+    from solver.bsp import dens, scattering
+    from solver.bsp.synthetic import synthetic_stage
+
+    h = synthetic_stage(m)
+    d = {k: be.xp.asarray(v) for k, v in h.items()}
+    d["W"] = scattering.overlap(m, be, d["chi"])
+    d["rho"], d["PhiHat"] = dens.dens(m, be, d["Phi"])
+    d["A_eps"] = float(np.abs(h["deps"]).max())
+    return d
+
+
+# ------------------------------------------------------------------------------ timing
+def timed(fn, reps, sync=lambda: None, warm=1):
+    """(median, min) seconds of ``reps`` calls of fn (host clock, synchronised), after ``warm`` calls."""
+    for _ in range(warm):
+        fn()
+    sync()
+    ts = []
+    for _ in range(reps):
+        t = time.perf_counter()
+        fn()
+        sync()
+        ts.append(time.perf_counter() - t)
+    return float(np.median(ts)), float(np.min(ts))
+
+
+def timed_cuda(cp, fn, reps, warm=2):
+    """(median, min) seconds of ``reps`` calls of fn between CUDA events, after ``warm`` calls."""
+    for _ in range(warm):
+        fn()
+    ts = []
+    for _ in range(reps):
+        a, b = cp.cuda.Event(), cp.cuda.Event()
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        ts.append(cp.cuda.get_elapsed_time(a, b) * 1e-3)
+    return float(np.median(ts)), float(np.min(ts))
+
+
+def rel(xp, a, b) -> float:
+    return float(xp.abs(a - b).max() / max(float(xp.abs(b).max()), 1e-300))
+
+
+# ------------------------------------------------------------------------------ ceilings
+def gemm_ceiling(xp, n, reps=5, sync=lambda: None):
+    """FP64 GEMM rate of xp.matmul on n x n (best of reps), 2 n^3 flop."""
+    a = xp.ones((n, n)) * 0.5
+    b = xp.ones((n, n)) * 0.25
+    _, best = timed(lambda: a @ b, reps, sync)
+    return {"ceiling": f"FP64 GEMM ({n} x {n} matmul)", "value": 2 * n**3 / best / 1e9, "unit": "GFLOP/s"}
+
+
+def cpu_ceilings(copy_mib, threads, gemm_n, reps=3):
+    """Host ceilings: a NumPy copy (one thread), a numba prange copy at ``threads``, FP64 GEMM."""
+    import numba
+    from numba import njit, prange
+
+    @njit(parallel=True, cache=False)
+    def pcopy(src, dst):
+        for k in prange(src.shape[0]):
+            dst[k] = src[k]
+
+    n = copy_mib * 2**20 // 8
+    src = np.random.default_rng(1).random(n)
+    dst = np.empty_like(src)
+    _, t = timed(lambda: np.copyto(dst, src), reps)
+    rows = [{"ceiling": "numpy copy (1 thread)", "value": 16 * n / t / 1e9, "unit": "GB/s"}]
+    numba.set_num_threads(threads)
+    _, t = timed(lambda: pcopy(src, dst), reps)
+    rows.append({"ceiling": f"numba prange copy ({threads} threads)", "value": 16 * n / t / 1e9, "unit": "GB/s"})
+    rows.append(gemm_ceiling(np, gemm_n))
+    return rows
+
+
+def gpu_ceilings(cp, copy_mib, gemm_n):
+    """Device ceilings: cupy.copyto bandwidth, FP64 FMA chains (RawKernel), FP64 GEMM."""
+    from solver.vecops.kernels import GpuKernels
+
+    n = copy_mib * 2**20 // 8
+    src = cp.ones(n)
+    dst = cp.empty_like(src)
+    med, _ = timed_cuda(cp, lambda: cp.copyto(dst, src), 10)
+    rows = [{"ceiling": "device copy (cupy.copyto)", "value": 16 * n / med / 1e9, "unit": "GB/s"}]
+    k = GpuKernels(np.float64)
+    sms = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)["multiProcessorCount"]
+    grid, block, iters = sms * 32, 256, 4096
+    out = cp.zeros(grid * block)
+    med, _ = timed_cuda(cp, lambda: k.fma(out, iters, grid, block), 5)
+    rows.append({"ceiling": "FP64 FMA chains (RawKernel)", "value": 16 * iters * grid * block / med / 1e9,
+                 "unit": "GFLOP/s"})
+    rows.append(gemm_ceiling(cp, gemm_n, sync=cp.cuda.Device().synchronize))
+    return rows
+
+
+# ------------------------------------------------------------------------------ kernel profile
+def _models(cfg_path, overrides, backend):
+    from solver.bsp.model import Model, load
+
+    base = list(overrides) + [f"numerics.backend={backend}"]
+    return Model(load(cfg_path, base + ["numerics.kernels=auto"])), Model(load(cfg_path, base + ["numerics.kernels=array"]))
+
+
+def profile_rows(cfg_path=None, overrides=(), backend="numba", threads=(1,), reps=5):
+    """One row per (variant, threads, kernel): seconds per call (median of reps; the CPU array
+    path once), flops and bytes per call (:func:`counts`), largest relative difference to the
+    array path.  backend cupy: the CuPy array code and the CUDA fast paths (CUDA events);
+    numba: the NumPy array code and the numba fast paths at each thread count."""
+    from solver.backend import get_backend
+
+    mf, ma = _models(cfg_path, overrides, backend)
+    cnt = counts(ma, n_branches(ma))
+    rows = []
+
+    def row(variant, t, ph, sec, best, diff):
+        fl, by = cnt[ph]
+        rows.append({"variant": variant, "threads": t, "kernel": ph, "seconds_per_call": sec, "seconds_best": best,
+                     "flops_per_call": fl, "bytes_per_call": by, "max_rel_diff_vs_array": diff})
+
+    if backend == "cupy":
+        be = get_backend("cupy")
+        cp = be.xp
+        d = stage(ma, be)
+        for ph in BTE_KERNELS:
+            assert fast_path(mf, be, ph) is not None, f"no CUDA fast path for {ph}"
+            ref, fast = phase_calls(ma, be, d)[ph], phase_calls(mf, be, d)[ph]
+            diff = rel(cp, fast(), ref())
+            cp.get_default_memory_pool().free_all_blocks()
+            row("array", 1, ph, *timed_cuda(cp, ref, max(3, reps // 2)), 0.0)
+            row("cuda", 1, ph, *timed_cuda(cp, fast, reps), diff)
+        return pd.DataFrame(rows), be
+    np_be = get_backend("numpy")
+    d = stage(ma, np_be)
+    ref = {}
+    for ph, fn in phase_calls(ma, np_be, d).items():  # the NumPy reference: one call each
+        t = time.perf_counter()
+        ref[ph] = fn()
+        sec = time.perf_counter() - t
+        row("array", 1, ph, sec, sec, 0.0)
+        print(f"array {ph}: {sec:.4f} s", file=sys.stderr, flush=True)
+    for T in threads:
+        be = get_backend("numba", threads=T)
+        for ph, fn in phase_calls(mf, be, d).items():
+            assert fast_path(mf, be, ph) is not None, f"no numba fast path for {ph}"
+            sec, best = timed(fn, reps)
+            row("numba", be.threads, ph, sec, best, rel(np, fn(), ref[ph]))
+            print(f"numba_t{be.threads} {ph}: {sec:.4f} s", file=sys.stderr, flush=True)
+    return pd.DataFrame(rows), get_backend("numba")
+
+
+def kernel_profile(cfg_path=None, overrides=(), backend="numba", threads=(1,), reps=5, copy_mib=1024,
+                   gemm_n=None, mesh=None):
+    """(profile table, ceilings table, run record) of :func:`profile_rows` with the ceilings."""
+    from solver.bsp.model import Model, load
+
+    m = Model(load(cfg_path, list(overrides)))
+    mesh = mesh or "x".join(str(v) for v in (m.N_sbn, m.NX, m.NZ, m.NW, m.NPHI))
+    df, be = profile_rows(cfg_path, overrides, backend, threads, reps)
+    if backend == "cupy":
+        ceil = pd.DataFrame(gpu_ceilings(be.xp, copy_mib, gemm_n or 8192))
+        fp_name = "FP64 FMA chains (RawKernel)"
+    else:
+        ceil = pd.DataFrame(cpu_ceilings(copy_mib, max(threads), gemm_n or 4096))
+        fp_name = ceil.ceiling.iloc[-1]
+    copy_gbs = float(ceil[ceil.unit == "GB/s"].value.max())
+    fp_gflops = float(ceil.loc[ceil.ceiling == fp_name, "value"].iloc[0])
+    df.insert(0, "mesh", mesh)
+    df.insert(0, "machine", provenance.machine_tag())
+    df["ms_per_step"] = 1e3 * STAGES * df.seconds_per_call
+    arr = df[df.variant == "array"].set_index("kernel").seconds_per_call
+    df["speedup_vs_array"] = df.kernel.map(arr) / df.seconds_per_call
+    df["GFLOP_per_s"] = df.flops_per_call / df.seconds_per_call / 1e9
+    df["GB_per_s"] = df.bytes_per_call / df.seconds_per_call / 1e9
+    df["pct_of_copy_ceiling"] = 100 * df.GB_per_s / copy_gbs
+    df["pct_of_fp64_ceiling"] = 100 * df.GFLOP_per_s / fp_gflops
+    df["fp64_ceiling"] = fp_name
+    rec = provenance.collect(
+        {"backend": backend, "config": None if cfg_path is None else str(cfg_path), "overrides": list(overrides),
+         "threads": list(threads), "reps": reps, "copy_mib": copy_mib, "gemm_n": gemm_n}, be,
+        {"copy_GB_per_s": copy_gbs, "fp64_GFLOP_per_s": fp_gflops, "machine_tag": provenance.machine_tag()})
+    return df, ceil, rec
+
+
+# ------------------------------------------------------------------------------ iter kernels
+# Paper 001, Table 1 (V100): per-step seconds of the IPIM kernels (NX 65, NW 300, NPHI 48)
+PAPER_T1 = {33: (0.000266, 0.000272), 49: (0.000366, 0.000520), 65: (0.000503, 0.000557),
+            97: (0.000960, 0.001060), 129: (0.001520, 0.001470)}
+# Paper 001, Table 4: per-step microseconds (RTX 3090, V100) of the iter kernels, 6x65x65x300x48
+PAPER_T4 = {"cuda_eigenvalues_NR": (245.1, 205.4), "cuda_tridiag_Thomas": (774.8, 576.0),
+            "cuda_compute_frechet": (3994.6, 322.2), "cuda_constrlinsys": (1055.2, 692.1),
+            "cuda_matvec_product": (6499.4, 5194.5), "cuda_update_x": (1376.8, 1496.7)}
+
+_SPIN_SRC = r"""
+extern "C" __global__ void spin(long long cycles) {
+    long long t0 = clock64();
+    while (clock64() - t0 < cycles) { }
+}
+"""
+
+
+def _copy(cp, a):
+    if isinstance(a, cp.ndarray):
+        return a.copy()
+    if isinstance(a, (tuple, list)):
+        return type(a)(_copy(cp, x) for x in a)
+    return a
+
+
+class SpinTimer:
+    """Device time of one call of fn: CUDA events around it, queued behind a spin kernel that
+    hides the host's launch time (the events bracket device time only)."""
+
+    def __init__(self, cp, spin_cycles=2_000_000):
+        self.cp = cp
+        self.spin = cp.RawKernel(_SPIN_SRC, "spin")
+        self.cycles = np.int64(spin_cycles)
+        e0, e1 = cp.cuda.Event(), cp.cuda.Event()
+        self.spin((1,), (1,), (self.cycles,))
+        e0.record()
+        self.spin((1,), (1,), (self.cycles,))
+        e1.record()
+        e1.synchronize()
+        self.spin_s = cp.cuda.get_elapsed_time(e0, e1) / 1e3
+
+    def __call__(self, fn, reps):
+        """(median device seconds, median host seconds, launch overhead hidden)."""
+        cp = self.cp
+        fn()
+        cp.cuda.Device().synchronize()
+        ev, host = [], []
+        for _ in range(reps):
+            e0, e1 = cp.cuda.Event(), cp.cuda.Event()
+            self.spin((1,), (1,), (self.cycles,))
+            e0.record()
+            t = time.perf_counter()
+            fn()
+            host.append(time.perf_counter() - t)
+            e1.record()
+            ev.append((e0, e1))
+            e1.synchronize()
+        dev = [cp.cuda.get_elapsed_time(a, b) / 1e3 for a, b in ev]
+        return statistics.median(dev), statistics.median(host), max(host) < self.spin_s
+
+
+def counting_run(cfg_path, overrides, steps, be):
+    """Start-up, then ``steps`` steps with the ITER fast paths wrapped to count their calls and
+    keep a copy of the arguments of their last call.  (calls per step, last args, model, Newton
+    solve used).  NZ > 127 (beyond the block solve) solves with the reference (host SuperLU)."""
+    from solver.bsp.model import load
+    from solver.bsp.simulation import Simulation
+
+    cp = be.xp
+    table = fast_table("cupy")
+    cfg = load(cfg_path, list(overrides) + [f"time.steps={steps}", "time.t_end_ps=null", "numerics.backend=cupy",
+                                            "numerics.kernels=auto", "output.progress=false",
+                                            "output.checkpoint_every_steps=0"])
+    sim = Simulation(cfg, backend=be, progress=False)
+    names = [n for n in ITER_FAST_NAME.values() if n in table]
+    saved = {n: table[n] for n in names}
+    path = "block cyclic reduction (CUDA)"
+    counts_, last = {n: 0 for n in names}, {}
+    try:
+        if sim.model.NZ > 127:
+            for n in (ITER_FAST_NAME["construct_linsys"], ITER_FAST_NAME["solve_linsys"]):
+                table.pop(n)
+            path = "reference (host SuperLU): NZ > 127"
+        sim._timer_rows = []  # as Simulation.run
+        sim.startup()
+
+        def wrap(n, f):
+            def g(*args):
+                counts_[n] += 1
+                last[n] = _copy(cp, args)
+                return f(*args)
+            return g
+
+        for n in names:
+            if n in table:
+                table[n] = wrap(n, table[n])
+        newton = 0
+        for _ in range(steps):
+            sim.step()
+            newton += sim.state.newton_iterations
+        cp.cuda.Device().synchronize()
+    finally:
+        table.update(saved)
+    per_step = {phase: counts_.get(n, 0) / steps for phase, n in ITER_FAST_NAME.items()}
+    per_step["newton_iterations"] = newton / steps
+    return per_step, {phase: last[n] for phase, n in ITER_FAST_NAME.items() if n in last}, sim.model, path
+
+
+def iter_kernels(cfg_path=None, overrides=(), nz=(33, 49, 65, 97, 129), nx=65, nsbn=6, nw=300, nphi=48,
+                 standard_nz=65, steps=5, reps=100):
+    """(Table 1, Table 4, run record) of paper 001 on this GPU.
+
+    Per mesh a counting run (:func:`counting_run`: realistic arguments, calls per step), then each
+    kernel timed on its last call's arguments (:class:`SpinTimer`, median of ``reps``); per step =
+    per call x calls per step.  NW and NPHI do not enter the ITER kernels; they only set how many
+    Newton iterations POTENTIAL takes, so the counting runs use the papers' values."""
+    from solver.backend import get_backend
+    from solver.bsp import blocktri
+
+    be = get_backend("cupy")
+    cp = be.xp
+    eig, newton_mod, ipim_default, ipim_block = cuda_iter_modules()
+    tm = SpinTimer(cp)
+    rows1, rows4 = [], []
+    for NZ in nz:
+        mesh = [f"mesh.N_sbn={nsbn}", f"mesh.NX={nx}", f"mesh.NZ={NZ}", f"mesh.NW={nw}", f"mesh.NPHI={nphi}"]
+        t0 = time.perf_counter()
+        calls, last, m, path = counting_run(cfg_path, mesh + list(overrides), steps, be)
+        print(f"NZ={NZ}: counting run {time.perf_counter() - t0:.1f} s, calls/step {calls}", file=sys.stderr)
+        V = cp.ascontiguousarray(last["eigen"][2])
+        eps, Dg = eig.eigenvalues(m, V)
+        chi = {v: eig.ipim(m, eps, Dg, variant=v) for v in "ab"}
+        t = {"eigenvalues": tm(lambda: eig.eigenvalues(m, V), reps),
+             "ipim_a": tm(lambda: eig.ipim(m, eps, Dg, variant="a"), reps),
+             "ipim_b": tm(lambda: eig.ipim(m, eps, Dg, variant="b"), reps)}
+        ne = calls["eigen"]
+        pa, pb = PAPER_T1.get(NZ, (np.nan, np.nan))
+        rows1.append({"NX": nx, "NZ": NZ, "N_sbn": nsbn, "NW": nw, "NPHI": nphi, "steps_counted": steps,
+                      "eigen_calls_per_step": ne, "newton_iterations_per_step": calls["newton_iterations"],
+                      "ipim_a_s_per_call": t["ipim_a"][0], "ipim_b_s_per_call": t["ipim_b"][0],
+                      "ipim_a_s_per_step": t["ipim_a"][0] * ne, "ipim_b_s_per_step": t["ipim_b"][0] * ne,
+                      "paper_v100_a_s_per_step": pa, "paper_v100_b_s_per_step": pb,
+                      "eigenvalues_s_per_call": t["eigenvalues"][0],
+                      "bitwise_equal_a_b": bool(cp.array_equal(chi["a"], chi["b"])),
+                      "launch_overhead_hidden": all(v[2] for v in t.values()), "newton_solve": path})
+        if NZ != standard_nz:
+            continue
+        per_step = {"eigenvalues": ne, "ipim_a": ne, "ipim_b": ne}
+        for phase in ("Frechet", "construct_linsys", "solve_linsys", "newton_rhs", "newton_norms"):
+            if phase in last:
+                fn = getattr(newton_mod, ITER_FAST_NAME[phase])
+                t[phase] = tm(lambda fn=fn, args=last[phase]: fn(*args), reps)
+                per_step[phase] = calls[phase]
+        nlev = len(blocktri.cr_levels(nx))
+        matvec = "cuda_matvec_product + cuda_update_x"
+        spec = [
+            ("eigenvalues", "eigenvalues", "cuda_eigenvalues_NR", 1, ""),
+            ("ipim_a", "ipim kernel A (global memory)", "cuda_tridiag_Thomas", 1, ""),
+            ("ipim_b", "ipim kernel B (shared memory)", "cuda_tridiag_Thomas", 1, ""),
+            ("Frechet", "frechet", "cuda_compute_frechet", 1, ""),
+            ("construct_linsys", "construct_linsys", "cuda_constrlinsys", 1, ""),
+            ("solve_linsys", "solve_linsys (block cyclic reduction)", matvec, 2 * nlev + 2,
+             "paper: an iterative solver's matvec + update kernels; ours: a direct solve"),
+            ("newton_rhs", "newton_rhs", "", 1, "paper: no such kernel listed"),
+            ("newton_norms", "newton_norms", "", 1, "paper: no such kernel listed; includes its one device-to-host read"),
+        ]
+        for key, name, pname, launches, note in spec:
+            if key not in t:
+                continue
+            if pname == matvec:
+                p3090, pv100 = (PAPER_T4["cuda_matvec_product"][k] + PAPER_T4["cuda_update_x"][k] for k in (0, 1))
+            else:
+                p3090, pv100 = PAPER_T4.get(pname, (np.nan, np.nan))
+            per_call = t[key][0]
+            rows4.append({"mesh": f"{nsbn}x{nx}x{NZ}x{nw}x{nphi}", "kernel": name,
+                          "used_by_default": key not in ("ipim_a", "ipim_b") or key == f"ipim_{ipim_default}",
+                          "launches_per_call": launches, "calls_per_step": per_step[key],
+                          "us_per_call": 1e6 * per_call, "us_per_step": 1e6 * per_call * per_step[key],
+                          "paper_kernel": pname, "paper_rtx3090_us_per_step": p3090,
+                          "paper_v100_us_per_step": pv100, "host_us_per_call": 1e6 * t[key][1],
+                          "launch_overhead_hidden": t[key][2], "note": note})
+    t1, t4 = pd.DataFrame(rows1), pd.DataFrame(rows4)
+    machine = provenance.machine_tag(be)
+    t1.insert(0, "machine", machine)
+    t4.insert(0, "machine", machine)
+    rec = provenance.collect(
+        {"config": None if cfg_path is None else str(cfg_path), "overrides": list(overrides), "nz": list(nz), "nx": nx,
+         "n_sbn": nsbn, "nw": nw, "nphi": nphi, "steps": steps, "reps": reps, "ipim_default": ipim_default,
+         "ipim_block": ipim_block}, be,
+        {"spin_s": tm.spin_s, "timing": "CUDA events around one call queued behind a spin kernel; median of reps"})
+    return t1, t4, rec
+
+
+# ------------------------------------------------------------------------------ overlap (Fig 10 of 000)
+OVERLAP_PHASES = {"step": "step", "BTE": "step/BTE", "WENO_x (in BTE)": "step/BTE/WENO_x",
+                  "WENO_x (side stream)": "step/WENO_x_overlapped", "ITER": "step/ITER"}
+
+
+def _overlap_run(cfg_path, overrides, overlap, steps, be):
+    from solver.bsp.model import load
+    from solver.bsp.simulation import Simulation
+
+    cfg = load(cfg_path, list(overrides) + [f"numerics.overlap={'true' if overlap else 'false'}", f"time.steps={steps}",
+                                            "time.t_end_ps=null", "numerics.backend=cupy", "output.progress=false",
+                                            "output.checkpoint_every_steps=0"])
+    sim = Simulation(cfg, be, None, progress=False)
+    sim.run(resume=False)
+    kept = sim.timer.steps[1:] or sim.timer.steps
+    row = {name: 1e3 * float(np.mean([s.get(key, 0.0) for s in kept])) for name, key in OVERLAP_PHASES.items()}
+    return row, {k: be.to_numpy(getattr(sim.state, k)) for k in ("Phi", "V", "eps")}, len(kept)
+
+
+def overlap(cfg_path=None, overrides=(), steps=11, mesh="default"):
+    """(table, run record) of Fig 10 of 000: one run of ``steps`` steps on the cupy backend per
+    setting of numerics.overlap, the first step (kernel loading) left out of the means (ms per
+    step); ``identical_results``: both runs end with bit-identical Phi, V and eps."""
+    from solver.backend import get_backend
+
+    be = get_backend("cupy")
+    rows, states = [], {}
+    for ov in (False, True):
+        row, states[ov], n = _overlap_run(cfg_path, overrides, ov, steps, be)
+        rows.append({"machine": provenance.machine_tag(), "mesh": mesh, "overlap": ov, "steps_averaged": n, **row})
+    same = all(np.array_equal(states[False][k], states[True][k]) for k in ("Phi", "V", "eps"))
+    df = pd.DataFrame(rows)
+    df["identical_results"] = same
+    df["saving_ms_per_step"] = df["step"].iloc[0] - df["step"]
+    rec = provenance.collect({"config": None if cfg_path is None else str(cfg_path), "overrides": list(overrides),
+                              "steps": steps}, be, {"identical_results": same})
+    return df, rec
+
+
+def plot_overlap(df, title):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 1.2 + 0.9 * len(df)))
+    labels = [f"{r.mesh}\n{'overlap' if r.overlap else 'sequential'}" for r in df.itertuples()]
+    y = np.arange(len(df))
+    ax.barh(y, df["ITER"], color="C1", label="ITER")
+    ax.barh(y, df["BTE"], left=df["ITER"], color="C0", label="BTE")
+    ax.barh(y, df["step"] - df["ITER"] - df["BTE"], left=df["ITER"] + df["BTE"], color="0.7", label="DENS + other")
+    ax.barh(y + 0.3, df["WENO_x (side stream)"], height=0.2, color="C2", label="WENO_x on the side stream (concurrent)")
+    for k, r in enumerate(df.itertuples()):
+        ax.text(r.step, k, f" {r.step:.2f} ms", va="center", fontsize=8)
+    ax.set_yticks(y, labels, fontsize=8)
+    ax.set_xlabel("ms per time step")
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=7, frameon=False, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=2)
+    ax.set_xlim(0, 1.15 * float(df["step"].max()))
+    return fig
+
+
+# ------------------------------------------------------------------------------ command line
+def _common(p):
+    p.add_argument("config", nargs="?", default=None, help="YAML run configuration (default: all defaults)")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+
+
+def register(bs) -> None:
+    p = bs.add_parser("kernel-profile", help="Table 4 of 000, Tables 5-6 of 001: per BTE kernel, array vs fast path")
+    _common(p)
+    p.add_argument("--backend", choices=("cupy", "numba"), required=True)
+    p.add_argument("--mesh", help="mesh label of the rows (default: N_sbnxNXxNZxNWxNPHI)")
+    p.add_argument("--threads", default="1,all", help="numba thread counts ('all' = every core numba sees)")
+    p.add_argument("--reps", type=int, default=5)
+    p.add_argument("--copy-mib", type=int, default=1024)
+    p.add_argument("--gemm-n", type=int, help="order of the GEMM ceiling (default 8192 GPU, 4096 CPU)")
+    p.add_argument("--out", required=True, help="profile CSV; <stem>_ceilings.csv and <stem>.run.json beside it")
+    p.set_defaults(func=_kernel_profile)
+    p = bs.add_parser("iter-kernels", help="Tables 1 and 4 of 001 (GPU): IPIM kernels A/B and every ITER kernel")
+    _common(p)
+    p.add_argument("--nz", default="33,49,65,97,129")
+    p.add_argument("--nx", type=int, default=65)
+    p.add_argument("--nsbn", type=int, default=6)
+    p.add_argument("--nw", type=int, default=300)
+    p.add_argument("--nphi", type=int, default=48)
+    p.add_argument("--standard-nz", type=int, default=65, help="NZ of the Table 4 mesh (one of --nz)")
+    p.add_argument("--steps", type=int, default=5)
+    p.add_argument("--reps", type=int, default=100)
+    p.add_argument("--table1", required=True)
+    p.add_argument("--table4", required=True)
+    p.add_argument("--run-json", required=True)
+    p.set_defaults(func=_iter_kernels)
+    p = bs.add_parser("overlap", help="Fig 10 of 000 (GPU): the step with and without numerics.overlap")
+    _common(p)
+    p.add_argument("--mesh", default="default", help="mesh label of the rows and the figure")
+    p.add_argument("--steps", type=int, default=11)
+    p.add_argument("--csv", required=True, help="table; <stem>.run.json beside it")
+    p.add_argument("--fig", required=True)
+    p.set_defaults(func=_overlap)
+
+
+def _threads(spec):
+    from solver.backend import get_backend
+
+    n_all = get_backend("numba").threads
+    return sorted({n_all if t == "all" else int(t) for t in spec.split(",")})
+
+
+def _kernel_profile(a) -> int:
+    threads = _threads(a.threads) if a.backend == "numba" else (1,)
+    df, ceil, rec = kernel_profile(a.config, a.overrides, a.backend, threads, a.reps, a.copy_mib, a.gemm_n, a.mesh)
+    out = Path(a.out)
+    io.write_csv(df, out, float_format="%.6g")
+    io.write_csv(ceil, out.with_name(out.stem + "_ceilings.csv"), float_format="%.6g")
+    io.write_json(out.with_name(out.stem + ".run.json"), rec)
+    print(ceil.to_string(index=False, float_format=lambda v: f"{v:.1f}"))
+    cols = ["variant", "threads", "kernel", "ms_per_step", "speedup_vs_array", "GFLOP_per_s", "GB_per_s",
+            "pct_of_copy_ceiling", "pct_of_fp64_ceiling", "max_rel_diff_vs_array"]
+    print(df[cols].to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+    return 0
+
+
+def _iter_kernels(a) -> int:
+    t1, t4, rec = iter_kernels(a.config, a.overrides, [int(v) for v in a.nz.split(",")], a.nx, a.nsbn, a.nw, a.nphi,
+                               a.standard_nz, a.steps, a.reps)
+    io.write_csv(t1, a.table1, float_format="%.6g")
+    io.write_csv(t4, a.table4, float_format="%.6g")
+    rec["outputs"] = [a.table1, a.table4]
+    io.write_json(a.run_json, rec)
+    pd.set_option("display.width", 250)
+    print("Table 1 of 001: IPIM kernels A and B, seconds per time step")
+    print(t1.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+    print("\nTable 4 of 001: ITER kernels, microseconds per time step")
+    print(t4.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+    return 0
+
+
+def _overlap(a) -> int:
+    df, rec = overlap(a.config, a.overrides, a.steps, a.mesh)
+    io.write_csv(df, a.csv, float_format="%.6g")
+    io.write_json(Path(a.csv).with_suffix(".run.json"), rec)
+    io.save_figure(plot_overlap(df, f"Fig 10 (paper 000): WENO_x overlapped with ITER, {a.mesh}"), a.fig)
+    print(df.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    if not df["identical_results"].all():
+        print("overlap changed the results", file=sys.stderr)
+        return 1
+    return 0
