@@ -48,7 +48,7 @@ TABLE5_000 = {
 }
 # Tables 2 and 3 of paper 001 (phases BTE, iter; iter sections)
 TABLE2_001 = {"step": ("step",), "BTE": ("BTE",), "iter": ("ITER",)}
-TABLE3 = {"iter.eigen": ("ITER/eigen",), "iter.Frechet": ("ITER/Frechet",),
+TABLE3_001 = {"iter.eigen": ("ITER/eigen",), "iter.Frechet": ("ITER/Frechet",),
           "iter.constrlinsys": ("ITER/construct_linsys",), "iter.solvelinsys": ("ITER/solve_linsys",)}
 
 

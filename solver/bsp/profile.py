@@ -29,14 +29,9 @@ STAGES = 3  # RK stages per time step: each BTE kernel runs once per stage
 
 
 # ---------------------------------------------------------------------------------------------
-# The kernel and reference names this module uses: the only place they appear.
-# (The kernel-layout refactor renames them: reference weno.weno_x/weno_w/weno_phi,
-# scattering.scat_gain/scat_loss; fast paths looked up by their phase names.)
-FAST_NAME = {"WENO_x": "dx_term", "WENO_w": "dw_term", "WENO_phi": "dphi_term", "scat_gain": "gain",
-             "scat_loss": "loss_coefficient"}
-# ITER fast paths counted and re-timed by iter-kernels (phase -> today's fast-path name)
-ITER_FAST_NAME = {"eigen": "solve_eigen", "Frechet": "frechet", "construct_linsys": "construct_linsys",
-                  "solve_linsys": "solve_linsys", "newton_rhs": "newton_rhs", "newton_norms": "newton_norms"}
+# Fast paths are looked up by their phase names (solver.bsp.kernels.REGISTRY); the ITER ones
+# counted and re-timed by iter-kernels:
+ITER_PHASES = ("eigen", "Frechet", "construct_linsys", "solve_linsys", "newton_rhs", "newton_norms")
 
 
 def phase_calls(m, be, d):
@@ -46,11 +41,11 @@ def phase_calls(m, be, d):
 
     Phi, deps, A = d["Phi"], d["deps"], d["A_eps"]
     return {
-        "WENO_x": lambda: weno.dx_term(m, be, Phi, d["rho_eq"][0], d["rho_eq"][-1], d["rho"][0], d["rho"][-1]),
-        "WENO_w": lambda: weno.dw_term(m, be, Phi, deps),
-        "WENO_phi": lambda: weno.dphi_term(m, be, Phi, deps, A),
-        "scat_gain": lambda: scattering.gain(m, be, d["PhiHat"], d["eps"], d["W"]),
-        "scat_loss": lambda: scattering.loss_coefficient(m, be, d["eps"], d["W"]),
+        "WENO_x": lambda: weno.weno_x(m, be, Phi, d["rho_eq"][0], d["rho_eq"][-1], d["rho"][0], d["rho"][-1]),
+        "WENO_w": lambda: weno.weno_w(m, be, Phi, deps),
+        "WENO_phi": lambda: weno.weno_phi(m, be, Phi, deps, A),
+        "scat_gain": lambda: scattering.scat_gain(m, be, d["PhiHat"], d["eps"], d["W"]),
+        "scat_loss": lambda: scattering.scat_loss(m, be, d["eps"], d["W"]),
     }
 
 
@@ -58,21 +53,21 @@ def fast_path(m, be, phase):
     """The fast path of a BTE or ITER phase on this model's backend, or None."""
     from solver.bsp import kernels
 
-    return kernels.lookup(m, be, FAST_NAME.get(phase) or ITER_FAST_NAME[phase])
+    return kernels.lookup(m, be, phase)
 
 
 def fast_table(backend_name):
-    """The backend's fast-path table as a mutable mapping (name -> function), for counting wrappers."""
+    """The backend's fast-path table (the registry's own dict: wrappers put into it are what runs)."""
     from solver.bsp import kernels
 
-    return vars(kernels.module_for(backend_name))
+    return kernels.REGISTRY.table(backend_name)
 
 
-def cuda_iter_modules():
-    """(eigen module, Newton-system module) of the CUDA ITER fast paths, and the default IPIM variant."""
-    from solver.bsp.kernels import cuda_blocktri, cuda_iter
+def cuda_eigen_module():
+    """The CUDA eigen module (eigenvalues, ipim A/B) and its block size."""
+    from solver.bsp.kernels.cuda import eigen
 
-    return cuda_iter, cuda_blocktri, cuda_iter.IPIM, cuda_iter.IPIM_BLOCK
+    return eigen, eigen.BLOCK
 # ---------------------------------------------------------------------------------------------
 
 
@@ -385,13 +380,13 @@ def counting_run(cfg_path, overrides, steps, be):
                                             "numerics.kernels=auto", "output.progress=false",
                                             "output.checkpoint_every_steps=0"])
     sim = Simulation(cfg, backend=be, progress=False)
-    names = [n for n in ITER_FAST_NAME.values() if n in table]
+    names = [n for n in ITER_PHASES if n in table]
     saved = {n: table[n] for n in names}
     path = "block cyclic reduction (CUDA)"
     counts_, last = {n: 0 for n in names}, {}
     try:
         if sim.model.NZ > 127:
-            for n in (ITER_FAST_NAME["construct_linsys"], ITER_FAST_NAME["solve_linsys"]):
+            for n in ("construct_linsys", "solve_linsys"):
                 table.pop(n)
             path = "reference (host SuperLU): NZ > 127"
         sim._timer_rows = []  # as Simulation.run
@@ -414,9 +409,9 @@ def counting_run(cfg_path, overrides, steps, be):
         cp.cuda.Device().synchronize()
     finally:
         table.update(saved)
-    per_step = {phase: counts_.get(n, 0) / steps for phase, n in ITER_FAST_NAME.items()}
+    per_step = {phase: counts_.get(phase, 0) / steps for phase in ITER_PHASES}
     per_step["newton_iterations"] = newton / steps
-    return per_step, {phase: last[n] for phase, n in ITER_FAST_NAME.items() if n in last}, sim.model, path
+    return per_step, {phase: last[phase] for phase in ITER_PHASES if phase in last}, sim.model, path
 
 
 def iter_kernels(cfg_path=None, overrides=(), nz=(33, 49, 65, 97, 129), nx=65, nsbn=6, nw=300, nphi=48,
@@ -432,7 +427,8 @@ def iter_kernels(cfg_path=None, overrides=(), nz=(33, 49, 65, 97, 129), nx=65, n
 
     be = get_backend("cupy")
     cp = be.xp
-    eig, newton_mod, ipim_default, ipim_block = cuda_iter_modules()
+    eig, ipim_block = cuda_eigen_module()
+    ipim_default = "a"  # numerics.ipim default (schema)
     tm = SpinTimer(cp)
     rows1, rows4 = [], []
     for NZ in nz:
@@ -461,7 +457,7 @@ def iter_kernels(cfg_path=None, overrides=(), nz=(33, 49, 65, 97, 129), nx=65, n
         per_step = {"eigenvalues": ne, "ipim_a": ne, "ipim_b": ne}
         for phase in ("Frechet", "construct_linsys", "solve_linsys", "newton_rhs", "newton_norms"):
             if phase in last:
-                fn = getattr(newton_mod, ITER_FAST_NAME[phase])
+                fn = fast_table("cupy")[phase]
                 t[phase] = tm(lambda fn=fn, args=last[phase]: fn(*args), reps)
                 per_step[phase] = calls[phase]
         nlev = len(blocktri.cr_levels(nx))

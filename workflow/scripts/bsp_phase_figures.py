@@ -19,5 +19,5 @@ io.save_figure(A.plot_speedups(A.speedups(A.phase_table(runs, A.TABLE5_000), bas
                                f"Fig 15 (000): speedup per phase vs {base}, mesh {mesh}"), out.fig15)
 io.save_figure(A.plot_speedups(A.speedups(A.phase_table(runs, A.TABLE2_001), base),
                                f"Fig 7 (001): speedup of a time step, BTE and iter vs {base}"), out.fig7)
-io.save_figure(A.plot_speedups(A.speedups(A.phase_table(runs, A.TABLE3), base),
+io.save_figure(A.plot_speedups(A.speedups(A.phase_table(runs, A.TABLE3_001), base),
                                f"Figs 8-9 (001): speedup of the iter sections vs {base}"), out.fig8_9)

@@ -13,9 +13,9 @@ out = snakemake.output
 t5 = A.phase_table(runs, A.TABLE5_000)
 io.write_csv(t5, out.table5, index=True)
 io.write_csv(A.phase_table(runs, A.TABLE2_001), out.table2, index=True)
-io.write_csv(A.phase_table(runs, A.TABLE3), out.table3, index=True)
+io.write_csv(A.phase_table(runs, A.TABLE3_001), out.table3, index=True)
 io.write_csv(A.speedups(t5, snakemake.params.baseline), out.speedups000, index=True)
-t23 = A.phase_table(runs, {**A.TABLE2_001, **A.TABLE3})
+t23 = A.phase_table(runs, {**A.TABLE2_001, **A.TABLE3_001})
 io.write_csv(A.speedups(t23, snakemake.params.baseline), out.speedups001, index=True)
 w = pd.concat({
     "top": A.weights(runs, "step", A.TOP),
