@@ -4,7 +4,7 @@ Schroedinger matrix, by the two kernels of paper 001 (sections 4.2-4.3), one CUD
 (i, nu, p) in both: ``eigenvalues`` (Sturm bisection; also stores the diagonals) and ``ipim``
 (inverse iteration), variant ``numerics.ipim``: "a" (the matrix from global memory, the default:
 faster on the H200 at every NZ 33..129, 14 % at NZ 65) or "b" (shared memory).  Both variants
-are kept: Table 1 of paper 001 compares them (rule bsp_iter_kernels); docs/performance-ipim.md.
+are kept: Table 1 of paper 001 compares them (rule bsp_tables1_4_001_iter_kernels); docs/performance-ipim.md.
 """
 from __future__ import annotations
 
