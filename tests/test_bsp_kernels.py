@@ -219,8 +219,9 @@ def test_numba_few_steps_fast_equals_array():
 
 @pytest.mark.gpu
 def test_cuda_table_is_the_block_versions(cupy_backend):
-    from solver.bsp.kernels.cuda import eigen, frechet, newton, scattering, weno as cweno
+    from solver.bsp.kernels.cuda import eigen, frechet, newton, rk, scattering, weno as cweno
     m = model("mesh.NX=13", "mesh.NZ=11")
+    assert kernels.lookup(m, cupy_backend, "RK") is rk.rk_update
     for name in ("construct_linsys", "solve_linsys", "newton_rhs", "newton_norms"):
         assert kernels.lookup(m, cupy_backend, name) is getattr(newton, name)
     assert kernels.lookup(m, cupy_backend, "Frechet") is frechet.frechet
@@ -246,6 +247,27 @@ def test_gpu_run_auto_vs_array(cupy_backend, mesh, steps):
     for k in ("Phi", "V", "eps", "rho"):
         r = rel(states["auto"][k], states["array"][k])
         print(f"{steps} steps auto vs array: {k} max rel diff {r:.3e}")
+        assert r <= 1e-10, (k, r)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("variant", ["fast", "exact"])
+def test_gpu_run_bitwise_reproducible_and_close_to_numpy(cupy_backend, variant):
+    """Two GPU runs with every fast path (numerics.bte_kernels fast / exact) are bitwise identical
+    (no order-varying reductions) and stay within 1e-10 of the NumPy array run after 10 steps."""
+    from solver.bsp.simulation import Simulation
+    base = ["mesh.N_sbn=3", "mesh.NX=17", "mesh.NZ=17", "mesh.NW=40", "mesh.NPHI=12", "output.progress=false",
+            f"numerics.bte_kernels={variant}", "time.steps=10", "time.t_end_ps=null"]
+    runs = []
+    for be, extra in ((cupy_backend, ["numerics.backend=cupy"]), (cupy_backend, ["numerics.backend=cupy"]),
+                      (NP_BE, ["numerics.backend=numpy", "numerics.kernels=array"])):
+        sim = Simulation(load(None, base + extra), be, None, progress=False)
+        sim.run(resume=False)
+        runs.append({k: be.to_numpy(getattr(sim.state, k)) for k in ("Phi", "V", "eps", "rho")})
+    for k in ("Phi", "V", "eps", "rho"):
+        assert np.array_equal(runs[0][k], runs[1][k]), k
+        r = rel(runs[0][k], runs[2][k])
+        print(f"10 steps cupy {variant} vs numpy: {k} max rel diff {r:.3e}")
         assert r <= 1e-10, (k, r)
 
 
