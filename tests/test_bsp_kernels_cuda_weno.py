@@ -63,7 +63,8 @@ def test_emulated_weno_fast_within_tolerance(emulated_cuda, bte_cases, rng, leve
     """NPHI = 6: LINES = 256 lines per tile, the last tile partial; NPHI = 4: the smallest periodic line."""
     m = _model(bte_cases, "fast", **mesh)
     d = bte_cases.inputs(m, rng, levels)
-    for name, ref, got in zip("xwp", _three(weno, m, NP_BE, d, closed), _three(emulated_cuda.weno, m, NP_BE, d, closed)):
+    refs, gots = _three(weno, m, NP_BE, d, closed), _three(emulated_cuda.weno, m, NP_BE, d, closed)
+    for name, ref, got in zip("xwp", refs, gots):
         assert np.abs(ref).max() > 0
         r = bte_cases.rel(got, ref)
         assert r <= TOL, (name, r)

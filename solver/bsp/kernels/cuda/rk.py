@@ -39,6 +39,8 @@ def rk_update(model, backend, s, Phi0, Phi, G, Lc, terms, dt):
     rho = cp.empty((NX, NV, NS), dtype=cp.float64)
     nline = NX * NV * NS * NW
     lines = max(1, TILE // NPHI)
+    if lines * (NPHI | 1) * 8 > 48 * 1024:
+        raise ValueError(f"RK fast path: a phi line of {NPHI} values does not fit the 48 KB of shared memory")
     fn = _build.function(SOURCE, "bsp_rk_dens", OPTIONS, {"NPHI_": NPHI, "LINES": lines})
     _build.launch(fn, -(-nline // lines) * BLOCK, BLOCK,
                   (P, P0, Gc, Lcc, tx, tw, tp, out, PhiHat, np.int32(nline), np.int32(1 if scat else 0),

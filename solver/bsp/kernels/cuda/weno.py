@@ -34,7 +34,7 @@ TARGET_THREADS = 1 << 18  # segments per launch: enough threads to fill an H100/
 MIN_SEGMENT = 8  # nodes per segment at least (the boundary face is formed twice)
 TILE_BLOCK = 256  # threads per block of the coalesced phi kernel
 TILE = 1536  # values per phi tile (LINES = TILE // NPHI whole lines): 3 x 12 KB of shared memory
-MAX_TILE = 2048  # 3 x 8 x MAX_TILE B = 48 KB, the static shared-memory limit; longer lines: strided kernel
+MAX_TILE = 2040  # 3 x 8 x MAX_TILE B + 12 B per line <= 48 KB (static shared memory); longer: strided kernel
 
 
 def _defines(model, **extra):
