@@ -1,7 +1,7 @@
 """The dispatch of the BSP fast paths (solver/bsp/kernels/__init__.py): one table per backend,
 phase name -> function; only a missing CuPy or numba means no fast path; the variant keys
-numerics.linsys / numerics.ipim; implementations() for run.json; and whole runs with every fast
-path against the array reference (numerics.kernels auto vs array)."""
+numerics.linsys / numerics.ipim / numerics.bte_kernels; implementations() for run.json; and whole
+runs with every fast path against the array reference (numerics.kernels auto vs array)."""
 import importlib
 import sys
 
@@ -27,7 +27,7 @@ def rel(a, b):
 
 
 def test_phases_are_the_papers_names():
-    assert kernels.PHASES == ("WENO_x", "WENO_w", "WENO_phi", "scat_gain", "scat_loss", "eigen", "Frechet",
+    assert kernels.PHASES == ("WENO_x", "WENO_w", "WENO_phi", "scat_gain", "scat_loss", "RK", "eigen", "Frechet",
                               "construct_linsys", "solve_linsys", "newton_rhs", "newton_norms")
     with pytest.raises(KeyError, match="no BSP phase 'gain'"):
         kernels.lookup(model(), NP_BE, "gain")
@@ -90,7 +90,7 @@ def test_a_broken_fast_path_module_fails_loudly(monkeypatch, tmp_path, stub_cupy
 
 
 @pytest.mark.parametrize("key,value", [("numerics.linsys", "thomas"), ("numerics.ipim", "c"),
-                                       ("numerics.linsys", "block_cr")])
+                                       ("numerics.linsys", "block_cr"), ("numerics.bte_kernels", "bitwise")])
 def test_bad_variant_is_a_one_line_config_error(key, value):
     extra = ["mesh.NZ=129"] if value == "block_cr" else []
     with pytest.raises(ConfigError) as exc:
@@ -102,6 +102,7 @@ def test_bad_variant_is_a_one_line_config_error(key, value):
 def test_variant_defaults_are_the_reference_behaviour():
     cfg = load(None, [])
     assert cfg["numerics"]["linsys"] == "auto" and cfg["numerics"]["ipim"] == "a"
+    assert cfg["numerics"]["bte_kernels"] == "fast"  # the issue-13 kernels; exact = the bit-identical baseline
     assert kernels.linsys_variant(model("mesh.NZ=65")) == "block_cr"
     assert kernels.linsys_variant(model("mesh.NZ=129")) == "dense"
     assert kernels.linsys_variant(model("mesh.NZ=65", "numerics.linsys=dense")) == "dense"
@@ -133,7 +134,9 @@ def test_implementations_cupy_behind_a_stand_in(emulated_cuda, monkeypatch):
     be = type("B", (), {"name": "cupy"})()
     impl = kernels.implementations(model("mesh.NZ=65", "numerics.ipim=b"), be)
     assert list(impl) == list(kernels.PHASES)
-    assert impl["WENO_x"] == "solver.bsp.kernels.cuda.weno.weno_x"
+    assert impl["WENO_x"] == "solver.bsp.kernels.cuda.weno.weno_x [numerics.bte_kernels=fast]"
+    assert impl["RK"] == "solver.bsp.kernels.cuda.rk.rk_update [numerics.bte_kernels=fast]"
+    assert impl["scat_gain"] == "solver.bsp.kernels.cuda.scattering.scat_gain"
     assert impl["eigen"] == "solver.bsp.kernels.cuda.eigen.eigen [numerics.ipim=b]"
     assert impl["solve_linsys"] == "solver.bsp.kernels.cuda.newton.solve_linsys [numerics.linsys=block_cr]"
     assert impl["construct_linsys"].endswith("[numerics.linsys=block_cr]")
@@ -142,6 +145,18 @@ def test_implementations_cupy_behind_a_stand_in(emulated_cuda, monkeypatch):
     big = kernels.implementations(model("mesh.NZ=129"), be)
     assert big["solve_linsys"].endswith("[numerics.linsys=dense]")
     assert big["eigen"].endswith("[numerics.ipim=a]")
+    exact = kernels.implementations(model("numerics.bte_kernels=exact"), be)
+    assert exact["WENO_phi"] == "solver.bsp.kernels.cuda.weno.weno_phi [numerics.bte_kernels=exact]"
+    assert exact["RK"] == "solver.bsp.bte.rk_update"  # no RK fast path: rhs + rk3_combine, DENS as array code
+
+
+def test_rk_fast_path_only_with_fast_bte_kernels(emulated_cuda, monkeypatch):
+    monkeypatch.setattr(kernels, "REGISTRY", Registry("bsp", {"cupy": lambda: emulated_cuda.TABLE}))
+    be = type("B", (), {"name": "cupy"})()
+    assert kernels.lookup(model(), be, "RK") is emulated_cuda.rk.rk_update
+    assert kernels.lookup(model("numerics.bte_kernels=exact"), be, "RK") is None
+    assert kernels.lookup(model("numerics.bte_kernels=exact"), be, "WENO_x") is emulated_cuda.weno.weno_x
+    assert kernels.lookup(model("numerics.kernels=array"), be, "RK") is None
 
 
 def test_run_records_the_implementations(tmp_path):
@@ -154,23 +169,32 @@ def test_run_records_the_implementations(tmp_path):
 
 
 # ---------------------------------------------------------------------------- whole runs
-def test_emulated_run_fast_vs_array(emulated_cuda, monkeypatch):
-    """Whole time steps through the hooks (numpy backend dispatching to the emulated BTE kernels)."""
+@pytest.mark.parametrize("variant,tol", [("exact", 1e-12), ("fast", 1e-10)])
+def test_emulated_run_fast_vs_array(emulated_cuda, monkeypatch, variant, tol):
+    """Whole time steps through the hooks (numpy backend dispatching to the emulated BTE kernels,
+    RK included) against the NumPy array path; numerics.bte_kernels exact and fast."""
     from solver.bsp.simulation import Simulation
 
-    table = {p: emulated_cuda.TABLE[p] for p in BTE_PHASES}
+    table = {p: emulated_cuda.TABLE[p] for p in BTE_PHASES + ("RK",)}
     monkeypatch.setattr(kernels, "REGISTRY", Registry("bsp", {"numpy": lambda: table}))
     states = {}
     for mode in ("array", "auto"):
         cfg = load(None, ["mesh.N_sbn=3", "mesh.NX=9", "mesh.NZ=13", "mesh.NW=16", "mesh.NPHI=8",
                           "output.progress=false", "numerics.backend=numpy", f"numerics.kernels={mode}",
-                          "time.steps=5", "time.t_end_ps=null"])
+                          f"numerics.bte_kernels={variant}", "time.steps=5", "time.t_end_ps=null"])
         sim = Simulation(cfg, NP_BE, None, progress=False)
         assert (kernels.lookup(sim.model, NP_BE, "scat_gain") is emulated_cuda.scattering.scat_gain) == (mode == "auto")
+        fast_rk = mode == "auto" and variant == "fast"
+        assert (kernels.lookup(sim.model, NP_BE, "RK") is emulated_cuda.rk.rk_update) == fast_rk
         sim.run(resume=False)
-        states[mode] = {k: np.asarray(getattr(sim.state, k)) for k in ("Phi", "V", "eps", "rho")}
+        states[mode] = {k: np.asarray(getattr(sim.state, k)) for k in ("Phi", "V", "eps", "rho", "PhiHat")}
+        assert sim.state.step == 5
+        if fast_rk:  # DENS came from the RK kernel: the densities of the final Phi
+            from solver.bsp import dens
+            rho, PhiHat = dens.dens(sim.model, NP_BE, sim.state.Phi)
+            assert rel(sim.state.rho, rho) <= 1e-14 and rel(sim.state.PhiHat, PhiHat) <= 1e-14
     for k, v in states["auto"].items():
-        assert rel(v, states["array"][k]) <= 1e-12, (k, rel(v, states["array"][k]))
+        assert rel(v, states["array"][k]) <= tol, (k, rel(v, states["array"][k]))
 
 
 def test_numba_few_steps_fast_equals_array():
@@ -195,8 +219,9 @@ def test_numba_few_steps_fast_equals_array():
 
 @pytest.mark.gpu
 def test_cuda_table_is_the_block_versions(cupy_backend):
-    from solver.bsp.kernels.cuda import eigen, frechet, newton, scattering, weno as cweno
+    from solver.bsp.kernels.cuda import eigen, frechet, newton, rk, scattering, weno as cweno
     m = model("mesh.NX=13", "mesh.NZ=11")
+    assert kernels.lookup(m, cupy_backend, "RK") is rk.rk_update
     for name in ("construct_linsys", "solve_linsys", "newton_rhs", "newton_norms"):
         assert kernels.lookup(m, cupy_backend, name) is getattr(newton, name)
     assert kernels.lookup(m, cupy_backend, "Frechet") is frechet.frechet
@@ -222,6 +247,27 @@ def test_gpu_run_auto_vs_array(cupy_backend, mesh, steps):
     for k in ("Phi", "V", "eps", "rho"):
         r = rel(states["auto"][k], states["array"][k])
         print(f"{steps} steps auto vs array: {k} max rel diff {r:.3e}")
+        assert r <= 1e-10, (k, r)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("variant", ["fast", "exact"])
+def test_gpu_run_bitwise_reproducible_and_close_to_numpy(cupy_backend, variant):
+    """Two GPU runs with every fast path (numerics.bte_kernels fast / exact) are bitwise identical
+    (no order-varying reductions) and stay within 1e-10 of the NumPy array run after 10 steps."""
+    from solver.bsp.simulation import Simulation
+    base = ["mesh.N_sbn=3", "mesh.NX=17", "mesh.NZ=17", "mesh.NW=40", "mesh.NPHI=12", "output.progress=false",
+            f"numerics.bte_kernels={variant}", "time.steps=10", "time.t_end_ps=null"]
+    runs = []
+    for be, extra in ((cupy_backend, ["numerics.backend=cupy"]), (cupy_backend, ["numerics.backend=cupy"]),
+                      (NP_BE, ["numerics.backend=numpy", "numerics.kernels=array"])):
+        sim = Simulation(load(None, base + extra), be, None, progress=False)
+        sim.run(resume=False)
+        runs.append({k: be.to_numpy(getattr(sim.state, k)) for k in ("Phi", "V", "eps", "rho")})
+    for k in ("Phi", "V", "eps", "rho"):
+        assert np.array_equal(runs[0][k], runs[1][k]), k
+        r = rel(runs[0][k], runs[2][k])
+        print(f"10 steps cupy {variant} vs numpy: {k} max rel diff {r:.3e}")
         assert r <= 1e-10, (k, r)
 
 

@@ -3,7 +3,8 @@ TVD-RK3 steps with the Schroedinger-Poisson block re-solved after every stage, t
 time step, outputs at a cadence, checkpoint and resume, phase timers named as in the papers.
 
 Each RK stage: overlap W from the current chi; BTE right-hand side (WENO x, w, phi and
-scattering gain/loss) on the stage data; RK update; DENS; ITER (POTENTIAL); d eps/dx.
+scattering gain/loss) on the stage data; RK update; DENS; ITER (POTENTIAL); d eps/dx.  (With the
+RK fast path, bte.advance forms DENS inside the RK update.)
 """
 from __future__ import annotations
 
@@ -133,13 +134,14 @@ class Simulation:
                 with tm.phase("BTE"):
                     with tm.phase("overlap"):
                         W = scattering.overlap(m, be, st.chi)
-                    L = bte.rhs(m, be, Phi, self.stage_data(st, W), timer=tm, dx=self._take_dx(st))
-                    with tm.phase("RK"):
-                        Phi = bte.rk3_combine(s, Phi0, Phi, L, dt)
-                    del L
+                    Phi, dn = bte.advance(m, be, s, Phi0, Phi, self.stage_data(st, W), dt, timer=tm,
+                                          dx=self._take_dx(st))
                 st.Phi = Phi
                 with tm.phase("DENS"):
-                    self._dens(st)
+                    if dn is None:
+                        self._dens(st)
+                    else:  # formed by the RK fast path
+                        st.rho, st.PhiHat = dn
                 self._launch_dx(st)
                 with tm.phase("ITER"):
                     res = poisson.potential(m, be, st.V, st.rho, self.eq.V_b, timer=tm,

@@ -16,8 +16,11 @@ A fast path has the name of the reference function it replaces, takes exactly it
 returns the same result (to rounding).  Only a missing CuPy or numba means "no fast path"; any
 other import error fails loudly.  ``numerics.kernels``: ``auto`` (default) = the fast path where
 one exists, ``array`` = the array reference everywhere (the test oracle).  Variants are schema
-keys (``numerics.linsys``, ``numerics.ipim``); ``implementations`` says, per phase, which
-function and variant run (written into run.json).
+keys (``numerics.linsys``, ``numerics.ipim``, ``numerics.bte_kernels``); ``implementations`` says,
+per phase, which function and variant run (written into run.json).  ``RK`` (the stage update fused
+with the loss product, the sum of the terms and DENS) exists only in the cupy table and only runs
+with ``numerics.bte_kernels: fast``; without it the stage is formed by bte.rhs + bte.rk3_combine
+and DENS as before.
 """
 from __future__ import annotations
 
@@ -30,6 +33,7 @@ REFERENCE = {
     "WENO_phi": "solver.bsp.weno.weno_phi",
     "scat_gain": "solver.bsp.scattering.scat_gain",
     "scat_loss": "solver.bsp.scattering.scat_loss",
+    "RK": "solver.bsp.bte.rk_update",
     "eigen": "solver.bsp.schrodinger.eigen",
     "Frechet": "solver.bsp.poisson.frechet",
     "construct_linsys": "solver.bsp.poisson.construct_linsys",
@@ -38,6 +42,8 @@ REFERENCE = {
     "newton_norms": "solver.bsp.poisson.norms",
 }
 PHASES = tuple(REFERENCE)
+FAST_ONLY = frozenset({"RK"})  # fast paths that run only with numerics.bte_kernels: fast
+BTE_VARIANT_PHASES = ("WENO_x", "WENO_w", "WENO_phi", "RK")  # cupy kernels chosen by numerics.bte_kernels
 
 
 def _cupy():
@@ -68,6 +74,8 @@ def lookup(model, backend, name: str):
         raise KeyError(f"no BSP phase {name!r} (phases: {', '.join(PHASES)})")
     if mode(model) == "array":
         return None
+    if name in FAST_ONLY and bte_variant(model) != "fast":
+        return None
     return REGISTRY.lookup(backend.name, name)
 
 
@@ -86,7 +94,14 @@ def ipim_variant(model) -> str:
     return str(model.cfg.get("numerics", {}).get("ipim", "a"))
 
 
-def _variant(model, name: str) -> str | None:
+def bte_variant(model) -> str:
+    """The cupy BTE kernels that run (numerics.bte_kernels: fast | exact)."""
+    return str(model.cfg.get("numerics", {}).get("bte_kernels", "fast"))
+
+
+def _variant(model, backend, name: str) -> str | None:
+    if name in BTE_VARIANT_PHASES and backend.name == "cupy":
+        return f"numerics.bte_kernels={bte_variant(model)}"
     if name in ("construct_linsys", "solve_linsys"):
         return f"numerics.linsys={linsys_variant(model)}"
     if name == "eigen":
@@ -103,6 +118,6 @@ def implementations(model, backend) -> dict:
             out[name] = ref
             continue
         desc = REGISTRY.describe(fast)
-        variant = _variant(model, name)
+        variant = _variant(model, backend, name)
         out[name] = desc if variant is None else f"{desc} [{variant}]"
     return out
