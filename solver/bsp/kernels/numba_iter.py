@@ -1,0 +1,592 @@
+"""numba fast paths of ITER (the Schroedinger-Poisson Newton) for the "numba" backend.
+
+Each function takes exactly the arguments of the function it replaces and returns the same
+result to rounding (tests/test_bsp_kernels_numba_iter.py: <= 1e-12 relative); every parallel
+loop writes disjoint outputs in a fixed operation order, so a result is bitwise the same from
+run to run and for any thread count.
+
+``eigen``            schrodinger.solve_eigen: the N_sbn lowest eigenpairs of all (column, valley)
+                     tridiagonal problems, one ``prange`` item each.  Eigenvalues by bisection
+                     with Sturm counts (LAPACK dlaebz's count, pivmin guard), the N_sbn intervals
+                     bisected in lockstep (independent division chains; every count also narrows
+                     the other intervals) down to LAPACK dstebz's tolerance ulp ||T||; eigenvectors
+                     by 3 steps of inverse iteration (tridiagonal LU with partial pivoting as
+                     dgttrf, tiny pivots replaced by ulp ||T||, a fixed start vector, Gram-Schmidt
+                     against the lower levels of the same problem); then chi = v / sqrt(dz), zero at
+                     j = 0 and NZ-1, sign fixed as schrodinger.fix_sign.  No warm start: the result
+                     depends on V only.
+``frechet``          poisson.frechet: per column the products B (pairs and squares) and weights c,
+                     then F[j, :] = sum_r (c_r B[r, j]) B[r, :], one ``prange`` item per (i, j).
+``construct_linsys`` poisson.construct: the row-equilibrated block form ((D, lo, up), b) of
+                     blocktri.construct (same arithmetic, so bitwise equal to it).
+``solve_linsys``     poisson.solve: block cyclic reduction (blocktri.solve_cr).  Per level: the LU
+                     factors (partial pivoting) of the eliminated blocks (``prange`` over blocks),
+                     the solves B^{-1} [A | C | r] (``prange`` over (block, column chunk)), the
+                     updates of the kept blocks (``prange`` over (block, row)); level 0 uses that
+                     A and C are diagonal there.  Back substitution per level over (block, row).
+                     Dirichlet entries equal b exactly.
+``newton_rhs``       the interior rhs -c_p (N - N_D) + c_p dz F V (poisson._newton_loop's hook).
+``newton_norms``     the four Newton norms and all(isfinite(x)): per-row partial results in
+                     parallel, combined in row order (deterministic).
+
+No LAPACK/BLAS inside the parallel loops.  Threads: every call sets numba's thread count to
+``backend.threads``.  Kernels compile on first use with ``cache=True``.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+try:
+    import numba
+    from numba import njit, prange
+except Exception as exc:  # noqa: BLE001 - any failure to import numba means "no fast paths"
+    raise ImportError(f"solver.bsp.kernels.numba_iter needs numba ({exc})") from exc
+
+from solver.bsp import blocktri
+from solver.bsp import constants as K
+from solver.bsp import schrodinger
+
+__all__ = ["eigen", "frechet", "construct_linsys", "solve_linsys", "newton_rhs", "newton_norms"]
+
+ULP = float(np.finfo(float).eps)  # LAPACK dlamch('P')
+TINY = float(np.finfo(float).tiny)  # LAPACK dlamch('S')
+INVERSE_ITERATIONS = 3
+COLUMN_CHUNK = 16  # right-hand-side columns per work item of the CR block solves
+
+
+def _threads(backend) -> None:
+    n = int(getattr(backend, "threads", 0) or numba.config.NUMBA_NUM_THREADS)
+    n = max(1, min(n, numba.config.NUMBA_NUM_THREADS))
+    if numba.get_num_threads() != n:
+        numba.set_num_threads(n)
+
+
+def _f64(a):
+    return np.ascontiguousarray(a, dtype=np.float64)
+
+
+# ---------------------------------------------------------------------------- eigen
+def _start_vector(n: int) -> np.ndarray:
+    """The fixed start vector of inverse iteration: uniform (-1, 1) from a fixed-seed LCG."""
+    out = np.empty(n)
+    s = 12345
+    for j in range(n):
+        s = (1103515245 * s + 12345) % 2147483648
+        out[j] = 2.0 * s / 2147483648.0 - 1.0
+    return out
+
+
+@njit(cache=True)
+def _bisect(d, e2, ns, pivmin, gl, gu, atol, w):
+    """The ns lowest eigenvalues of the tridiagonal (d, e^2) into w, by lockstep bisection."""
+    n = d.shape[0]
+    lo = np.full(ns, gl)
+    hi = np.full(ns, gu)
+    x = np.empty(ns)
+    q = np.empty(ns)
+    cnt = np.empty(ns, dtype=np.int64)
+    for _it in range(256):
+        done = True
+        for k in range(ns):
+            x[k] = 0.5 * (lo[k] + hi[k])
+            tol = max(atol, 2.0 * ULP * max(abs(lo[k]), abs(hi[k])))
+            if not (hi[k] - lo[k] <= tol or x[k] <= lo[k] or x[k] >= hi[k]):
+                done = False
+        if done:
+            break
+        # Sturm counts at the ns midpoints (LAPACK dlaebz: pivots below pivmin count as negative)
+        for k in range(ns):
+            t = d[0] - x[k]
+            if abs(t) < pivmin:
+                t = -pivmin
+            q[k] = t
+            cnt[k] = 1 if t <= 0.0 else 0
+        for j in range(1, n):
+            dj = d[j]
+            ej = e2[j - 1]
+            for k in range(ns):
+                t = dj - ej / q[k] - x[k]
+                if abs(t) < pivmin:
+                    t = -pivmin
+                q[k] = t
+                cnt[k] += 1 if t <= 0.0 else 0
+        # every count narrows every interval: count(x) > m <=> lambda_m < x
+        for k in range(ns):
+            for m in range(ns):
+                if cnt[k] > m:
+                    if x[k] < hi[m]:
+                        hi[m] = x[k]
+                elif x[k] > lo[m]:
+                    lo[m] = x[k]
+    for k in range(ns):
+        w[k] = 0.5 * (lo[k] + hi[k])
+
+
+@njit(cache=True)
+def _inverse_iteration(d, e, lam, ptiny, x0, V, k):
+    """Row k of V (ns, n): the unit eigenvector of (d, e) for the eigenvalue lam, by inverse
+    iteration with a dgttrf-style LU of T - lam I; orthogonal to rows 0..k-1."""
+    n = d.shape[0]
+    a = np.empty(n)      # U diagonal
+    du = np.empty(n)     # U first superdiagonal
+    du2 = np.zeros(n)    # U second superdiagonal (row swaps)
+    dl = np.empty(n)     # multipliers
+    swap = np.zeros(n, dtype=np.bool_)
+    for j in range(n):
+        a[j] = d[j] - lam
+    for j in range(n - 1):
+        du[j] = e[j]
+        dl[j] = e[j]
+    for j in range(n - 1):
+        if abs(a[j]) >= abs(dl[j]):
+            if a[j] != 0.0:
+                f = dl[j] / a[j]
+                dl[j] = f
+                a[j + 1] = a[j + 1] - f * du[j]
+        else:
+            f = a[j] / dl[j]
+            a[j] = dl[j]
+            dl[j] = f
+            t = du[j]
+            du[j] = a[j + 1]
+            a[j + 1] = t - f * a[j + 1]
+            if j < n - 2:
+                du2[j] = du[j + 1]
+                du[j + 1] = -f * du[j + 1]
+            swap[j] = True
+    for j in range(n):
+        if abs(a[j]) < ptiny:
+            a[j] = ptiny if a[j] >= 0.0 else -ptiny
+    y = x0.copy()
+    for _it in range(INVERSE_ITERATIONS):
+        for j in range(n - 1):  # L
+            if swap[j]:
+                t = y[j]
+                y[j] = y[j + 1]
+                y[j + 1] = t - dl[j] * y[j + 1]
+            else:
+                y[j + 1] = y[j + 1] - dl[j] * y[j]
+        y[n - 1] = y[n - 1] / a[n - 1]  # U
+        if n > 1:
+            y[n - 2] = (y[n - 2] - du[n - 2] * y[n - 1]) / a[n - 2]
+        for j in range(n - 3, -1, -1):
+            y[j] = (y[j] - du[j] * y[j + 1] - du2[j] * y[j + 2]) / a[j]
+        for m in range(k):  # Gram-Schmidt against the lower levels
+            s = 0.0
+            for j in range(n):
+                s += V[m, j] * y[j]
+            for j in range(n):
+                y[j] -= s * V[m, j]
+        s = 0.0
+        for j in range(n):
+            s += y[j] * y[j]
+        s = 1.0 / math.sqrt(s)
+        for j in range(n):
+            y[j] *= s
+    for j in range(n):
+        V[k, j] = y[j]
+
+
+@njit(parallel=True, cache=True)
+def _eigen_kernel(V, kd, ko, Vc, scale, sign_thr, x0, eps, chi):
+    NX, NZ = V.shape
+    NV, n = kd.shape
+    ns = eps.shape[2]
+    for t in prange(NX * NV):
+        i = t // NV
+        nu = t % NV
+        d = np.empty(n)
+        e = ko[nu]
+        e2 = np.empty(max(n - 1, 1))
+        for j in range(n):
+            d[j] = kd[nu, j] - V[i, j + 1] - Vc[j + 1]  # the reference's order: (kd - V) - V_c
+        emax = 0.0
+        for j in range(n - 1):
+            e2[j] = e[j] * e[j]
+            emax = max(emax, e2[j])
+        gl = np.inf
+        gu = -np.inf
+        for j in range(n):  # Gershgorin interval
+            r = 0.0
+            if j > 0:
+                r += abs(e[j - 1])
+            if j < n - 1:
+                r += abs(e[j])
+            gl = min(gl, d[j] - r)
+            gu = max(gu, d[j] + r)
+        tnorm = max(abs(gl), abs(gu))
+        pivmin = TINY * max(1.0, emax)
+        gl -= 2.1 * tnorm * ULP * n + 4.2 * pivmin  # dstebz's widening
+        gu += 2.1 * tnorm * ULP * n + 4.2 * pivmin
+        w = np.empty(ns)
+        _bisect(d, e2, ns, pivmin, gl, gu, ULP * tnorm, w)
+        vec = np.empty((ns, n))
+        for k in range(ns):
+            _inverse_iteration(d, e, w[k], ULP * tnorm, x0, vec, k)
+            eps[i, nu, k] = w[k]
+            amax = 0.0
+            for j in range(n):
+                amax = max(amax, abs(vec[k, j] * scale))
+            sgn = 1.0
+            for j in range(n):  # schrodinger.fix_sign: first |chi| > 1e-3 max|chi| positive
+                c = vec[k, j] * scale
+                if abs(c) > sign_thr * amax:
+                    sgn = -1.0 if c < 0.0 else 1.0
+                    break
+            chi[i, nu, k, 0] = 0.0
+            chi[i, nu, k, NZ - 1] = 0.0
+            for j in range(n):
+                chi[i, nu, k, j + 1] = (vec[k, j] * scale) * sgn
+
+
+def eigen(model, backend, V):
+    """schrodinger.solve_eigen (same arguments, same result): (eps (NX, 3, N_sbn), chi (NX, 3, N_sbn, NZ))."""
+    _threads(backend)
+    V = _f64(V)
+    NX, NZ = V.shape
+    ns = model.N_sbn
+    kin = [schrodinger._kinetic(model, nu) for nu in range(K.N_VALLEYS)]
+    kd = _f64(np.stack([k[0] for k in kin]))
+    ko = _f64(np.stack([k[1] for k in kin]))
+    eps = np.empty((NX, K.N_VALLEYS, ns))
+    chi = np.empty((NX, K.N_VALLEYS, ns, NZ))
+    _eigen_kernel(V, kd, ko, _f64(model.V_c), 1.0 / np.sqrt(model.dz), schrodinger.SIGN_THRESHOLD,
+                  _start_vector(NZ - 2), eps, chi)
+    return eps, chi
+
+
+# ---------------------------------------------------------------------------- Frechet
+@njit(parallel=True, cache=True)
+def _frechet_kernel(eps, chi, rho, drho, use_drho, F):
+    NX, NV, NS, NZ = chi.shape
+    nz = NZ - 2
+    NXi = NX - 2
+    per = NS * (NS - 1) // 2 + (NS if use_drho else 0)
+    nk = NV * per
+    B = np.empty((NXi, nk, nz))
+    c = np.empty((NXi, nk))
+    for i in prange(NXi):
+        r = 0
+        for nu in range(NV):
+            for p in range(NS):
+                for q in range(p + 1, NS):
+                    c[i, r] = 4.0 * (rho[i + 1, nu, p] - rho[i + 1, nu, q]) / (eps[i + 1, nu, q] - eps[i + 1, nu, p])
+                    for j in range(nz):
+                        B[i, r, j] = chi[i + 1, nu, p, j + 1] * chi[i + 1, nu, q, j + 1]
+                    r += 1
+            if use_drho:
+                for p in range(NS):
+                    c[i, r] = 2.0 * drho[i + 1, nu, p]
+                    for j in range(nz):
+                        B[i, r, j] = chi[i + 1, nu, p, j + 1] * chi[i + 1, nu, p, j + 1]
+                    r += 1
+    for t in prange(NXi * nz):
+        i = t // nz
+        j = t % nz
+        for jj in range(nz):
+            F[i, j, jj] = 0.0
+        for r in range(nk):
+            a = B[i, r, j] * c[i, r]
+            for jj in range(nz):
+                F[i, j, jj] += a * B[i, r, jj]
+
+
+def frechet(model, backend, eps, chi, rho, drho=None):
+    """poisson.frechet (same arguments, same result): F (NX-2, NZ-2, NZ-2)."""
+    _threads(backend)
+    chi = _f64(chi)
+    NX, _, _, NZ = chi.shape
+    rho = _f64(rho)
+    F = np.empty((NX - 2, NZ - 2, NZ - 2))
+    _frechet_kernel(_f64(eps), chi, rho, rho if drho is None else _f64(drho), drho is not None, F)
+    return F
+
+
+# ---------------------------------------------------------------------------- the Newton system
+@njit(parallel=True, cache=True)
+def _construct_kernel(D0, lo0, up0, F, rhs, bflat, cp_dz, D, lo, up, b):
+    NX, NZ = lo0.shape
+    for t in prange(NX * NZ):
+        i = t // NZ
+        j = t % NZ
+        inner = 0 < i < NX - 1 and 0 < j < NZ - 1
+        for jj in range(NZ):
+            v = D0[i, j, jj]
+            if inner and 0 < jj < NZ - 1:
+                v += cp_dz * F[i - 1, j - 1, jj - 1]
+            D[i, j, jj] = v
+        s = 1.0 / D[i, j, j]
+        for jj in range(NZ):
+            D[i, j, jj] *= s
+        lo[i, j] = lo0[i, j] * s
+        up[i, j] = up0[i, j] * s
+        b[i, j] = (rhs[i - 1, j - 1] if inner else bflat[t]) * s
+
+
+def construct_linsys(model, backend, sysm, F, rhs_int, bflat):
+    """poisson.construct's fast path: ((D, lo, up), b), the row-equilibrated block form
+    (D (NX, NZ, NZ), lo/up/b (NX, NZ)) of blocktri.construct."""
+    _threads(backend)
+    bs = blocktri.block_system(model, sysm)
+    NX, NZ = sysm.NX, sysm.NZ
+    D = np.empty((NX, NZ, NZ))
+    lo = np.empty((NX, NZ))
+    up = np.empty((NX, NZ))
+    b = np.empty((NX, NZ))
+    _construct_kernel(bs.D0, bs.lo0, bs.up0, _f64(F), _f64(rhs_int), _f64(bflat), float(sysm.cp_dz), D, lo, up, b)
+    return (D, lo, up), b
+
+
+@njit(cache=True)
+def _lu(M, piv):
+    """In-place LU with partial pivoting (first of equal maxima) of M (n, n); row k swapped with piv[k]."""
+    n = M.shape[0]
+    for k in range(n):
+        p = k
+        amax = abs(M[k, k])
+        for r in range(k + 1, n):
+            if abs(M[r, k]) > amax:
+                amax = abs(M[r, k])
+                p = r
+        piv[k] = p
+        if p != k:
+            for c in range(n):
+                t = M[k, c]
+                M[k, c] = M[p, c]
+                M[p, c] = t
+        inv = 1.0 / M[k, k]
+        for r in range(k + 1, n):
+            f = M[r, k] * inv
+            M[r, k] = f
+            if f != 0.0:
+                for c in range(k + 1, n):
+                    M[r, c] -= f * M[k, c]
+
+
+@njit(cache=True)
+def _lu_solve(LU, piv, X, c0, c1):
+    """Columns c0..c1-1 of X (n, m) <- LU^{-1} X (the factors of _lu)."""
+    n = LU.shape[0]
+    for k in range(n):
+        p = piv[k]
+        if p != k:
+            for c in range(c0, c1):
+                t = X[k, c]
+                X[k, c] = X[p, c]
+                X[p, c] = t
+    for k in range(n):
+        for r in range(k + 1, n):
+            f = LU[r, k]
+            if f != 0.0:
+                for c in range(c0, c1):
+                    X[r, c] -= f * X[k, c]
+    for k in range(n - 1, -1, -1):
+        inv = 1.0 / LU[k, k]
+        for c in range(c0, c1):
+            X[k, c] *= inv
+        for r in range(k):
+            f = LU[r, k]
+            if f != 0.0:
+                for c in range(c0, c1):
+                    X[r, c] -= f * X[k, c]
+
+
+@njit(parallel=True, cache=True)
+def _cr_eliminate(B, A, C, r, piv, XA, XC, Xr, NX, h, first, step, n_elim, level0, chunk):
+    """[XA | XC | Xr]_i = B_i^{-1} [A_i | C_i | r_i] for the eliminated i = first + step m (A_i = 0
+    when i - h < 0, C_i = 0 when i + h >= NX; at level 0, A_i = diag(lo_i) and C_i = diag(up_i)
+    are stored on the diagonals of A and C)."""
+    NZ = r.shape[1]
+    for m in prange(n_elim):
+        _lu(B[first + step * m], piv[first + step * m])
+    nch = (NZ + chunk - 1) // chunk
+    per = 2 * nch + 1
+    for t in prange(n_elim * per):
+        i = first + step * (t // per)
+        u = t % per
+        if u == 2 * nch:
+            for j in range(NZ):
+                Xr[i, j, 0] = r[i, j]
+            _lu_solve(B[i], piv[i], Xr[i], 0, 1)
+            continue
+        left = u < nch
+        c0 = (u % nch) * chunk
+        c1 = min(c0 + chunk, NZ)
+        X = XA[i] if left else XC[i]
+        S = A[i] if left else C[i]
+        if (left and i - h < 0) or (not left and i + h >= NX):
+            for j in range(NZ):
+                for c in range(c0, c1):
+                    X[j, c] = 0.0
+            continue
+        for j in range(NZ):
+            for c in range(c0, c1):
+                X[j, c] = (S[j, j] if c == j else 0.0) if level0 else S[j, c]
+        _lu_solve(B[i], piv[i], X, c0, c1)
+
+
+@njit(parallel=True, cache=True)
+def _cr_update(B, A, C, r, XA, XC, Xr, NX, h, n_kept, level0):
+    """The kept i = 2 h m, row by row: B_i -= A_i XC_{i-h} + C_i XA_{i+h}, A_i <- -A_i XA_{i-h},
+    C_i <- -C_i XC_{i+h}, r_i -= A_i Xr_{i-h} + C_i Xr_{i+h} (level 0: A_i, C_i diagonal)."""
+    NZ = r.shape[1]
+    for t in prange(n_kept * NZ):
+        i = 2 * h * (t // NZ)
+        j = t % NZ
+        west = i - h >= 0
+        east = i + h < NX
+        a = np.zeros(NZ)
+        c = np.zeros(NZ)
+        if level0:
+            a[j] = A[i, j, j]
+            c[j] = C[i, j, j]
+        else:
+            for k in range(NZ):
+                a[k] = A[i, j, k]
+                c[k] = C[i, j, k]
+        for k in range(NZ):
+            A[i, j, k] = 0.0
+            C[i, j, k] = 0.0
+        rn = r[i, j]
+        k0 = j if level0 else 0
+        k1 = j + 1 if level0 else NZ
+        if west:
+            for k in range(k0, k1):
+                f = a[k]
+                if f != 0.0:
+                    for q in range(NZ):
+                        B[i, j, q] -= f * XC[i - h, k, q]
+                        A[i, j, q] -= f * XA[i - h, k, q]
+                    rn -= f * Xr[i - h, k, 0]
+        if east:
+            for k in range(k0, k1):
+                f = c[k]
+                if f != 0.0:
+                    for q in range(NZ):
+                        B[i, j, q] -= f * XA[i + h, k, q]
+                        C[i, j, q] -= f * XC[i + h, k, q]
+                    rn -= f * Xr[i + h, k, 0]
+        r[i, j] = rn
+
+
+@njit(parallel=True, cache=True)
+def _cr_backsub(XA, XC, Xr, b, dirichlet, NX, h, first, step, n_elim, x):
+    NZ = b.shape[1]
+    for t in prange(n_elim * NZ):
+        i = first + step * (t // NZ)
+        j = t % NZ
+        v = Xr[i, j, 0]
+        for k in range(NZ):
+            v -= XA[i, j, k] * x[i - h, k]
+        if i + h < NX:
+            for k in range(NZ):
+                v -= XC[i, j, k] * x[i + h, k]
+        x[i, j] = b[i, j] if dirichlet[i, j] else v
+
+
+def _cr_solve(D, lo, up, b, dirichlet):
+    NX, NZ = b.shape
+    B = D.copy()
+    A = np.zeros((NX, NZ, NZ))
+    C = np.zeros((NX, NZ, NZ))
+    ar = np.arange(NZ)
+    A[:, ar, ar] = lo
+    C[:, ar, ar] = up
+    r = b.copy()
+    piv = np.empty((NX, NZ), dtype=np.int64)
+    XA = np.empty((NX, NZ, NZ))
+    XC = np.empty((NX, NZ, NZ))
+    Xr = np.empty((NX, NZ, 1))
+    levels = blocktri.cr_levels(NX)
+    for lvl, (h, first, step, n_elim, n_kept) in enumerate(levels):
+        _cr_eliminate(B, A, C, r, piv, XA, XC, Xr, NX, h, first, step, n_elim, lvl == 0, COLUMN_CHUNK)
+        _cr_update(B, A, C, r, XA, XC, Xr, NX, h, n_kept, lvl == 0)
+    _cr_eliminate(B, A, C, r, piv, XA, XC, Xr, NX, NX, 0, 0, 1, NX == 1, COLUMN_CHUNK)
+    x = np.empty((NX, NZ))
+    x[0] = np.where(dirichlet[0], b[0], Xr[0, :, 0])
+    for h, first, step, n_elim, _ in reversed(levels):
+        _cr_backsub(XA, XC, Xr, b, dirichlet, NX, h, first, step, n_elim, x)
+    return x
+
+
+def solve_linsys(model, backend, sysm, A, b):
+    """poisson.solve's fast path: x (NX NZ,) of the block system of construct_linsys by block
+    cyclic reduction; Dirichlet entries equal b exactly."""
+    _threads(backend)
+    D, lo, up = (_f64(a) for a in A)
+    x = _cr_solve(D, lo, up, _f64(b), np.asarray(sysm.dirichlet, dtype=np.bool_))
+    return x.ravel()
+
+
+# ---------------------------------------------------------------------------- Newton glue
+@njit(parallel=True, cache=True)
+def _rhs_kernel(F, V, N, ND, cp, cp_dz, rhs):
+    NXi, nz = rhs.shape
+    for t in prange(NXi * nz):
+        i = t // nz
+        j = t % nz
+        s = 0.0
+        for q in range(nz):
+            s += F[i, j, q] * V[i + 1, q + 1]
+        rhs[i, j] = -cp * (N[i + 1, j + 1] - ND[i + 1, j + 1]) + cp_dz * s
+
+
+def newton_rhs(model, backend, sysm, F, V, N, ND):
+    """rhs (NX-2, NZ-2) of the interior rows, -c_p (N - N_D) + c_p dz F V (poisson._newton_loop's hook)."""
+    _threads(backend)
+    rhs = np.empty((sysm.NX - 2, sysm.NZ - 2))
+    _rhs_kernel(_f64(F), _f64(V), _f64(N), _f64(ND), float(model.cp), float(sysm.cp_dz), rhs)
+    return rhs
+
+
+@njit(cache=True)
+def _nanmax(a, b):
+    """max(a, b) that keeps the first NaN (a NaN anywhere makes the norm NaN)."""
+    if a != a:
+        return a
+    return b if (b > a or b != b) else a
+
+
+@njit(parallel=True, cache=True)
+def _norms_kernel(Vn, Vo, Nn, No, x, part):
+    NX, NZ = Vn.shape
+    for i in prange(NX):
+        m0 = 0.0
+        s0 = 0.0
+        m1 = 0.0
+        s1 = 0.0
+        fin = 1.0
+        for j in range(NZ):
+            dv = Vn[i, j] - Vo[i, j]
+            dn = Nn[i, j] - No[i, j]
+            m0 = _nanmax(m0, abs(dv))
+            m1 = _nanmax(m1, abs(dn))
+            s0 += dv * dv
+            s1 += dn * dn
+            if not np.isfinite(x[i * NZ + j]):
+                fin = 0.0
+        part[i, 0] = m0
+        part[i, 1] = s0
+        part[i, 2] = m1
+        part[i, 3] = s1
+        part[i, 4] = fin
+
+
+def newton_norms(model, backend, V_new, V_old, N_new, N_old, x):
+    """(norms dict as poisson._norms, all(isfinite(x))): per-row partial results in parallel,
+    combined in row order."""
+    _threads(backend)
+    Vn = _f64(V_new)
+    part = np.empty((Vn.shape[0], 5))
+    _norms_kernel(Vn, _f64(V_old), _f64(N_new), _f64(N_old), _f64(x).ravel(), part)
+    m0 = s0 = m1 = s1 = 0.0
+    for row in part:
+        m0 = _nanmax(m0, row[0])
+        m1 = _nanmax(m1, row[2])
+        s0 += row[1]
+        s1 += row[3]
+    w = math.sqrt(model.dx * model.dz)
+    vals = [float(m0), w * math.sqrt(s0), float(m1), w * math.sqrt(s1)]
+    return dict(zip(("dV_inf", "dV_l2", "dN_inf", "dN_l2"), vals)), bool(part[:, 4].all())
