@@ -79,100 +79,154 @@ def _start_vector(n: int) -> np.ndarray:
 
 
 @njit(cache=True)
-def _bisect(d, e2, ns, pivmin, gl, gu, atol, w):
-    """The ns lowest eigenvalues of the tridiagonal (d, e^2) into w, by lockstep bisection."""
+def _eigenvalues(d, e2, ns, pivmin, gl, gu, atol, w):
+    """The ns lowest eigenvalues of the tridiagonal (d, e^2) into w, all ns in lockstep.
+
+    Each lane k keeps a bracket [lo, hi] of eigenvalue k with the Sturm counts at its ends
+    (count(x) = number of eigenvalues below x, LAPACK dlaebz's count with the pivmin guard), and
+    every count narrows every lane's bracket.  Lanes sharing one bracket split it evenly
+    (multisection); a lane whose bracket holds only eigenvalue k evaluates at the Newton iterate
+    x - p/p' of the characteristic polynomial p = prod q_j (p'/p = sum q_j'/q_j from the same
+    recurrence) when it lies inside the bracket, else at the midpoint.  Done when the bracket is
+    narrower than max(atol, 2 ulp |x|) (result: the midpoint, as dstebz) or the Newton step of an
+    isolated lane is below atol (result: the Newton iterate, clamped to the bracket)."""
     n = d.shape[0]
     lo = np.full(ns, gl)
     hi = np.full(ns, gu)
+    clo = np.zeros(ns, dtype=np.int64)
+    chi = np.full(ns, n, dtype=np.int64)
+    xn = np.full(ns, np.nan)
+    done = np.zeros(ns, dtype=np.bool_)
     x = np.empty(ns)
-    q = np.empty(ns)
+    r = np.empty(ns)
+    qp = np.empty(ns)
+    S = np.empty(ns)
     cnt = np.empty(ns, dtype=np.int64)
-    for _it in range(256):
-        done = True
+    for _it in range(512):
+        active = False
         for k in range(ns):
-            x[k] = 0.5 * (lo[k] + hi[k])
-            tol = max(atol, 2.0 * ULP * max(abs(lo[k]), abs(hi[k])))
-            if not (hi[k] - lo[k] <= tol or x[k] <= lo[k] or x[k] >= hi[k]):
-                done = False
-        if done:
+            if done[k]:
+                x[k] = w[k]
+                continue
+            mid = 0.5 * (lo[k] + hi[k])
+            if hi[k] - lo[k] <= max(atol, 2.0 * ULP * max(abs(lo[k]), abs(hi[k]))) or mid <= lo[k] or mid >= hi[k]:
+                done[k] = True
+                w[k] = mid
+                x[k] = mid
+                continue
+            active = True
+            if clo[k] == k and chi[k] == k + 1 and lo[k] < xn[k] < hi[k]:
+                x[k] = xn[k]
+                continue
+            same = 0
+            rank = 0
+            for m in range(ns):
+                if not done[m] and lo[m] == lo[k] and hi[m] == hi[k]:
+                    same += 1
+                    if m < k:
+                        rank += 1
+            x[k] = lo[k] + (hi[k] - lo[k]) * ((rank + 1.0) / (same + 1.0)) if same > 1 else mid
+        if not active:
             break
-        # Sturm counts at the ns midpoints (LAPACK dlaebz: pivots below pivmin count as negative)
+        # Sturm counts and p'/p at the ns points
         for k in range(ns):
             t = d[0] - x[k]
             if abs(t) < pivmin:
                 t = -pivmin
-            q[k] = t
             cnt[k] = 1 if t <= 0.0 else 0
+            r[k] = 1.0 / t
+            qp[k] = -1.0
+            S[k] = -r[k]
         for j in range(1, n):
             dj = d[j]
             ej = e2[j - 1]
             for k in range(ns):
-                t = dj - ej / q[k] - x[k]
+                u = ej * r[k]
+                t = dj - x[k] - u
                 if abs(t) < pivmin:
                     t = -pivmin
-                q[k] = t
                 cnt[k] += 1 if t <= 0.0 else 0
-        # every count narrows every interval: count(x) > m <=> lambda_m < x
+                qp[k] = u * r[k] * qp[k] - 1.0
+                r[k] = 1.0 / t
+                S[k] += qp[k] * r[k]
         for k in range(ns):
-            for m in range(ns):
+            if done[k]:
+                continue
+            for m in range(ns):  # count(x) > m <=> lambda_m < x
                 if cnt[k] > m:
                     if x[k] < hi[m]:
                         hi[m] = x[k]
+                        chi[m] = cnt[k]
                 elif x[k] > lo[m]:
                     lo[m] = x[k]
-    for k in range(ns):
-        w[k] = 0.5 * (lo[k] + hi[k])
+                    clo[m] = cnt[k]
+        for k in range(ns):
+            if done[k]:
+                continue
+            step = 1.0 / S[k]
+            xn[k] = x[k] - step
+            if clo[k] == k and chi[k] == k + 1 and abs(step) <= atol:
+                done[k] = True
+                w[k] = min(max(xn[k], lo[k]), hi[k])
 
 
 @njit(cache=True)
-def _inverse_iteration(d, e, lam, ptiny, x0, V, k):
+def _inverse_iteration(d, e, lam, ptiny, x0, V, k, work):
     """Row k of V (ns, n): the unit eigenvector of (d, e) for the eigenvalue lam, by inverse
-    iteration with a dgttrf-style LU of T - lam I; orthogonal to rows 0..k-1."""
+    iteration with a dgttrf-style LU of T - lam I; orthogonal to rows 0..k-1.  work: (6, n)."""
     n = d.shape[0]
-    a = np.empty(n)      # U diagonal
-    du = np.empty(n)     # U first superdiagonal
-    du2 = np.zeros(n)    # U second superdiagonal (row swaps)
-    dl = np.empty(n)     # multipliers
-    swap = np.zeros(n, dtype=np.bool_)
-    for j in range(n):
-        a[j] = d[j] - lam
+    ainv = work[0]  # 1 / U diagonal
+    du = work[1]    # U first superdiagonal
+    du2 = work[2]   # U second superdiagonal (row swaps)
+    dl = work[3]    # multipliers
+    swap = work[4]  # 1.0 where rows j, j+1 were swapped
+    y = work[5]
     for j in range(n - 1):
         du[j] = e[j]
-        dl[j] = e[j]
+        du2[j] = 0.0
+    a = d[0] - lam  # the current pivot candidate (row j)
     for j in range(n - 1):
-        if abs(a[j]) >= abs(dl[j]):
-            if a[j] != 0.0:
-                f = dl[j] / a[j]
-                dl[j] = f
-                a[j + 1] = a[j + 1] - f * du[j]
-        else:
-            f = a[j] / dl[j]
-            a[j] = dl[j]
+        f = e[j]  # the subdiagonal entry below it
+        a1 = d[j + 1] - lam
+        if abs(a) >= abs(f):
+            swap[j] = 0.0
+            if a != 0.0:
+                f = f / a
+                a1 = a1 - f * du[j]
             dl[j] = f
+        else:  # rows j, j+1 swapped
+            swap[j] = 1.0
+            m = a / f
+            dl[j] = m
             t = du[j]
-            du[j] = a[j + 1]
-            a[j + 1] = t - f * a[j + 1]
+            du[j] = a1
+            a1 = t - m * a1
+            a = f
             if j < n - 2:
                 du2[j] = du[j + 1]
-                du[j + 1] = -f * du[j + 1]
-            swap[j] = True
+                du[j + 1] = -m * du[j + 1]
+        if abs(a) < ptiny:
+            a = ptiny if a >= 0.0 else -ptiny
+        ainv[j] = 1.0 / a
+        a = a1
+    if abs(a) < ptiny:
+        a = ptiny if a >= 0.0 else -ptiny
+    ainv[n - 1] = 1.0 / a
     for j in range(n):
-        if abs(a[j]) < ptiny:
-            a[j] = ptiny if a[j] >= 0.0 else -ptiny
-    y = x0.copy()
+        y[j] = x0[j]
     for _it in range(INVERSE_ITERATIONS):
         for j in range(n - 1):  # L
-            if swap[j]:
+            if swap[j] != 0.0:
                 t = y[j]
                 y[j] = y[j + 1]
                 y[j + 1] = t - dl[j] * y[j + 1]
             else:
                 y[j + 1] = y[j + 1] - dl[j] * y[j]
-        y[n - 1] = y[n - 1] / a[n - 1]  # U
+        y[n - 1] = y[n - 1] * ainv[n - 1]  # U
         if n > 1:
-            y[n - 2] = (y[n - 2] - du[n - 2] * y[n - 1]) / a[n - 2]
+            y[n - 2] = (y[n - 2] - du[n - 2] * y[n - 1]) * ainv[n - 2]
         for j in range(n - 3, -1, -1):
-            y[j] = (y[j] - du[j] * y[j + 1] - du2[j] * y[j + 2]) / a[j]
+            y[j] = (y[j] - du[j] * y[j + 1] - du2[j] * y[j + 2]) * ainv[j]
         for m in range(k):  # Gram-Schmidt against the lower levels
             s = 0.0
             for j in range(n):
@@ -221,10 +275,11 @@ def _eigen_kernel(V, kd, ko, Vc, scale, sign_thr, x0, eps, chi):
         gl -= 2.1 * tnorm * ULP * n + 4.2 * pivmin  # dstebz's widening
         gu += 2.1 * tnorm * ULP * n + 4.2 * pivmin
         w = np.empty(ns)
-        _bisect(d, e2, ns, pivmin, gl, gu, ULP * tnorm, w)
+        _eigenvalues(d, e2, ns, pivmin, gl, gu, ULP * tnorm, w)
         vec = np.empty((ns, n))
+        work = np.empty((6, n))
         for k in range(ns):
-            _inverse_iteration(d, e, w[k], ULP * tnorm, x0, vec, k)
+            _inverse_iteration(d, e, w[k], ULP * tnorm, x0, vec, k, work)
             eps[i, nu, k] = w[k]
             amax = 0.0
             for j in range(n):
@@ -590,3 +645,8 @@ def newton_norms(model, backend, V_new, V_old, N_new, N_old, x):
     w = math.sqrt(model.dx * model.dz)
     vals = [float(m0), w * math.sqrt(s0), float(m1), w * math.sqrt(s1)]
     return dict(zip(("dV_inf", "dV_l2", "dN_inf", "dN_l2"), vals)), bool(part[:, 4].all())
+
+
+# the names under which poisson/schrodinger look these up today (kernels.lookup)
+FAST_PATHS = {"solve_eigen": eigen, "frechet": frechet, "construct_linsys": construct_linsys,
+              "solve_linsys": solve_linsys, "newton_rhs": newton_rhs, "newton_norms": newton_norms}
