@@ -451,24 +451,38 @@ def _lu_solve(LU, piv, X, c0, c1):
 @njit(parallel=True, cache=True)
 def _cr_eliminate(B, A, C, r, piv, XA, XC, Xr, NX, h, first, step, n_elim, level0, chunk):
     """[XA | XC | Xr]_i = B_i^{-1} [A_i | C_i | r_i] for the eliminated i = first + step m (A_i = 0
-    when i - h < 0, C_i = 0 when i + h >= NX; at level 0, A_i = diag(lo_i) and C_i = diag(up_i)
-    are stored on the diagonals of A and C)."""
+    when i - h < 0, C_i = 0 when i + h >= NX).  At level 0, A_i = diag(lo_i) and C_i = diag(up_i)
+    (stored on the diagonals of A and C): column c of B_i^{-1} is computed once and scaled by
+    lo_i[c] into XA_i and by up_i[c] into XC_i."""
     NZ = r.shape[1]
     for m in prange(n_elim):
         _lu(B[first + step * m], piv[first + step * m])
     nch = (NZ + chunk - 1) // chunk
-    per = 2 * nch + 1
+    per = (nch if level0 else 2 * nch) + 1
     for t in prange(n_elim * per):
         i = first + step * (t // per)
         u = t % per
-        if u == 2 * nch:
+        if u == per - 1:
             for j in range(NZ):
                 Xr[i, j, 0] = r[i, j]
             _lu_solve(B[i], piv[i], Xr[i], 0, 1)
             continue
-        left = u < nch
         c0 = (u % nch) * chunk
         c1 = min(c0 + chunk, NZ)
+        if level0:
+            X = XA[i]
+            for j in range(NZ):
+                for c in range(c0, c1):
+                    X[j, c] = 1.0 if c == j else 0.0
+            _lu_solve(B[i], piv[i], X, c0, c1)
+            west = 1.0 if i - h >= 0 else 0.0
+            east = 1.0 if i + h < NX else 0.0
+            for j in range(NZ):
+                for c in range(c0, c1):
+                    XC[i, j, c] = X[j, c] * (C[i, c, c] * east)
+                    X[j, c] *= A[i, c, c] * west
+            continue
+        left = u < nch
         X = XA[i] if left else XC[i]
         S = A[i] if left else C[i]
         if (left and i - h < 0) or (not left and i + h >= NX):
@@ -478,7 +492,7 @@ def _cr_eliminate(B, A, C, r, piv, XA, XC, Xr, NX, h, first, step, n_elim, level
             continue
         for j in range(NZ):
             for c in range(c0, c1):
-                X[j, c] = (S[j, j] if c == j else 0.0) if level0 else S[j, c]
+                X[j, c] = S[j, c]
         _lu_solve(B[i], piv[i], X, c0, c1)
 
 
