@@ -251,8 +251,10 @@ def _eigen_kernel(V, kd, ko, Vc, scale, sign_thr, x0, eps, chi):
         i = t // NV
         nu = t % NV
         d = np.empty(n)
-        e = ko[nu]
+        e = np.empty(max(n - 1, 1))  # thread-local copies (no views of shared arrays in the loop)
         e2 = np.empty(max(n - 1, 1))
+        for j in range(n - 1):
+            e[j] = ko[nu, j]
         for j in range(n):
             d[j] = kd[nu, j] - V[i, j + 1] - Vc[j + 1]  # the reference's order: (kd - V) - V_c
         emax = 0.0
@@ -393,62 +395,66 @@ def construct_linsys(model, backend, sysm, F, rhs_int, bflat):
     return (D, lo, up), b
 
 
-# The inner loops below index with unsigned integers: numba then omits its negative-index
-# wrap-around, and LLVM vectorises them (with signed indices it does not; 1.4x on the block solves).
+# Inside the parallel loops below no view of a shared array is taken (a view's reference count
+# is one atomic counter for all threads) and the inner loops index with unsigned integers: numba
+# then omits its negative-index wrap-around, and LLVM vectorises them (with signed indices it does not).
 @njit(cache=True)
-def _lu(M, piv):
-    """In-place LU with partial pivoting (first of equal maxima) of M (n, n); row k swapped with piv[k]."""
-    n = M.shape[0]
+def _lu(M, piv, i):
+    """In-place LU with partial pivoting (first of equal maxima) of M[i] (n, n); row k swapped with piv[i, k]."""
+    n = M.shape[1]
     un = uint64(n)
+    ui = uint64(i)
     for k in range(n):
         p = k
-        amax = abs(M[k, k])
+        amax = abs(M[ui, k, k])
         for r in range(k + 1, n):
-            if abs(M[r, k]) > amax:
-                amax = abs(M[r, k])
+            if abs(M[ui, r, k]) > amax:
+                amax = abs(M[ui, r, k])
                 p = r
-        piv[k] = p
+        piv[ui, k] = p
         if p != k:
             for c in range(n):
-                t = M[k, c]
-                M[k, c] = M[p, c]
-                M[p, c] = t
-        inv = 1.0 / M[k, k]
+                t = M[ui, k, c]
+                M[ui, k, c] = M[ui, p, c]
+                M[ui, p, c] = t
+        inv = 1.0 / M[ui, k, k]
         uk = uint64(k)
         for r in range(k + 1, n):
-            f = M[r, k] * inv
-            M[r, k] = f
+            f = M[ui, r, k] * inv
+            M[ui, r, k] = f
             if f != 0.0:
                 ur = uint64(r)
                 for c in range(uk + uint64(1), un):
-                    M[ur, c] -= f * M[uk, c]
+                    M[ui, ur, c] -= f * M[ui, uk, c]
 
 
 @njit(cache=True)
-def _lu_solve_row(LUT, piv, x):
-    """x <- (LU)^{-1} x for one right-hand side x (n,) contiguous; LUT = the transposed factors of
-    _lu (LUT[k, r] = LU[r, k]), so that both triangular sweeps run along contiguous rows."""
-    n = x.shape[0]
+def _lu_solve_row(LUT, piv, i, X, c):
+    """X[i, c] <- (LU_i)^{-1} X[i, c] for one right-hand side (a contiguous row); LUT[i] = the
+    transposed factors of _lu (LUT[i, k, r] = LU_i[r, k]), so both sweeps run along rows."""
+    n = X.shape[2]
     un = uint64(n)
+    ui = uint64(i)
+    uc = uint64(c)
     for k in range(n):
-        p = piv[k]
+        p = piv[ui, k]
         if p != k:
-            t = x[k]
-            x[k] = x[p]
-            x[p] = t
+            t = X[ui, uc, k]
+            X[ui, uc, k] = X[ui, uc, p]
+            X[ui, uc, p] = t
     for k in range(n):  # L (unit diagonal): column k of L is row k of LUT beyond the diagonal
-        xk = x[k]
+        xk = X[ui, uc, k]
         if xk != 0.0:
             uk = uint64(k)
             for r in range(uk + uint64(1), un):
-                x[r] -= LUT[uk, r] * xk
+                X[ui, uc, r] -= LUT[ui, uk, r] * xk
     for k in range(n - 1, -1, -1):  # U: column k of U is row k of LUT up to the diagonal
-        xk = x[k] / LUT[k, k]
-        x[k] = xk
+        xk = X[ui, uc, k] / LUT[ui, k, k]
+        X[ui, uc, k] = xk
         if xk != 0.0:
             uk = uint64(k)
             for r in range(uk):
-                x[r] -= LUT[uk, r] * xk
+                X[ui, uc, r] -= LUT[ui, uk, r] * xk
 
 
 @njit(parallel=True, cache=True)
@@ -461,7 +467,7 @@ def _cr_eliminate(B, A, C, r, piv, LUT, XT, XA, XC, Xr, NX, h, first, step, n_el
     NZ = r.shape[1]
     for m in prange(n_elim):
         i = first + step * m
-        _lu(B[i], piv[i])
+        _lu(B, piv, i)
         for k in range(NZ):
             for q in range(NZ):
                 LUT[i, k, q] = B[i, q, k]
@@ -469,33 +475,32 @@ def _cr_eliminate(B, A, C, r, piv, LUT, XT, XA, XC, Xr, NX, h, first, step, n_el
     for t in prange(n_elim * nrhs):
         i = first + step * (t // nrhs)
         c = t % nrhs
-        x = XT[i, c]
         if c == nrhs - 1:
             for j in range(NZ):
-                x[j] = r[i, j]
+                XT[i, c, j] = r[i, j]
         elif level0:
             for j in range(NZ):
-                x[j] = 0.0
-            x[c] = 1.0
+                XT[i, c, j] = 0.0
+            XT[i, c, c] = 1.0
         elif c < NZ:
             if i - h < 0:
                 for j in range(NZ):
-                    x[j] = 0.0
+                    XT[i, c, j] = 0.0
                 continue
             for j in range(NZ):
-                x[j] = A[i, j, c]
+                XT[i, c, j] = A[i, j, c]
         else:
             if i + h >= NX:
                 for j in range(NZ):
-                    x[j] = 0.0
+                    XT[i, c, j] = 0.0
                 continue
             for j in range(NZ):
-                x[j] = C[i, j, c - NZ]
-        _lu_solve_row(LUT[i], piv[i], x)
+                XT[i, c, j] = C[i, j, c - NZ]
+        _lu_solve_row(LUT, piv, i, XT, c)
     for t in prange(n_elim * NZ):
         i = first + step * (t // NZ)
         j = t % NZ
-        Xr[i, j, 0] = XT[i, nrhs - 1, j]
+        Xr[i, j] = XT[i, nrhs - 1, j]
         if level0:
             west = 1.0 if i - h >= 0 else 0.0
             east = 1.0 if i + h < NX else 0.0
@@ -510,46 +515,42 @@ def _cr_eliminate(B, A, C, r, piv, LUT, XT, XA, XC, Xr, NX, h, first, step, n_el
 
 
 @njit(parallel=True, cache=True)
-def _cr_update(B, A, C, r, XA, XC, Xr, NX, h, n_kept, level0):
-    """The kept i = 2 h m, row by row: B_i -= A_i XC_{i-h} + C_i XA_{i+h}, A_i <- -A_i XA_{i-h},
-    C_i <- -C_i XC_{i+h}, r_i -= A_i Xr_{i-h} + C_i Xr_{i+h} (level 0: A_i, C_i diagonal)."""
+def _cr_update(B, A, C, r, XA, XC, Xr, NX, h, n_kept, level0, A2, C2):
+    """The kept i = 2 h m, row by row: B_i -= A_i XC_{i-h} + C_i XA_{i+h}, A2_i = -A_i XA_{i-h},
+    C2_i = -C_i XC_{i+h}, r_i -= A_i Xr_{i-h} + C_i Xr_{i+h} (level 0: A_i, C_i diagonal)."""
     NZ = r.shape[1]
+    un = uint64(NZ)
     for t in prange(n_kept * NZ):
         i = 2 * h * (t // NZ)
         j = t % NZ
-        west = i - h >= 0
-        east = i + h < NX
-        a = np.zeros(NZ)
-        c = np.zeros(NZ)
-        if level0:
-            a[j] = A[i, j, j]
-            c[j] = C[i, j, j]
-        else:
-            for k in range(NZ):
-                a[k] = A[i, j, k]
-                c[k] = C[i, j, k]
-        for k in range(NZ):
-            A[i, j, k] = 0.0
-            C[i, j, k] = 0.0
+        ui = uint64(i)
+        uj = uint64(j)
+        for q in range(un):
+            A2[ui, uj, q] = 0.0
+            C2[ui, uj, q] = 0.0
         rn = r[i, j]
         k0 = j if level0 else 0
         k1 = j + 1 if level0 else NZ
-        if west:
+        if i - h >= 0:
+            uw = uint64(i - h)
             for k in range(k0, k1):
-                f = a[k]
+                f = A[i, j, k]
                 if f != 0.0:
-                    for q in range(NZ):
-                        B[i, j, q] -= f * XC[i - h, k, q]
-                        A[i, j, q] -= f * XA[i - h, k, q]
-                    rn -= f * Xr[i - h, k, 0]
-        if east:
+                    uk = uint64(k)
+                    for q in range(un):
+                        B[ui, uj, q] -= f * XC[uw, uk, q]
+                        A2[ui, uj, q] -= f * XA[uw, uk, q]
+                    rn -= f * Xr[uw, uk]
+        if i + h < NX:
+            ue = uint64(i + h)
             for k in range(k0, k1):
-                f = c[k]
+                f = C[i, j, k]
                 if f != 0.0:
-                    for q in range(NZ):
-                        B[i, j, q] -= f * XA[i + h, k, q]
-                        C[i, j, q] -= f * XC[i + h, k, q]
-                    rn -= f * Xr[i + h, k, 0]
+                    uk = uint64(k)
+                    for q in range(un):
+                        B[ui, uj, q] -= f * XA[ue, uk, q]
+                        C2[ui, uj, q] -= f * XC[ue, uk, q]
+                    rn -= f * Xr[ue, uk]
         r[i, j] = rn
 
 
@@ -559,7 +560,7 @@ def _cr_backsub(XA, XC, Xr, b, dirichlet, NX, h, first, step, n_elim, x):
     for t in prange(n_elim * NZ):
         i = first + step * (t // NZ)
         j = t % NZ
-        v = Xr[i, j, 0]
+        v = Xr[i, j]
         for k in range(NZ):
             v -= XA[i, j, k] * x[i - h, k]
         if i + h < NX:
@@ -576,20 +577,23 @@ def _cr_solve(D, lo, up, b, dirichlet):
     ar = np.arange(NZ)
     A[:, ar, ar] = lo
     C[:, ar, ar] = up
+    A2 = np.empty((NX, NZ, NZ))  # A and C of the next level (the kept blocks' rows read A, C)
+    C2 = np.empty((NX, NZ, NZ))
     r = b.copy()
     piv = np.empty((NX, NZ), dtype=np.int64)
     LUT = np.empty((NX, NZ, NZ))
     XT = np.empty((NX, 2 * NZ + 1, NZ))
     XA = np.empty((NX, NZ, NZ))
     XC = np.empty((NX, NZ, NZ))
-    Xr = np.empty((NX, NZ, 1))
+    Xr = np.empty((NX, NZ))
     levels = blocktri.cr_levels(NX)
     for lvl, (h, first, step, n_elim, n_kept) in enumerate(levels):
         _cr_eliminate(B, A, C, r, piv, LUT, XT, XA, XC, Xr, NX, h, first, step, n_elim, lvl == 0)
-        _cr_update(B, A, C, r, XA, XC, Xr, NX, h, n_kept, lvl == 0)
+        _cr_update(B, A, C, r, XA, XC, Xr, NX, h, n_kept, lvl == 0, A2, C2)
+        A, C, A2, C2 = A2, C2, A, C
     _cr_eliminate(B, A, C, r, piv, LUT, XT, XA, XC, Xr, NX, NX, 0, 0, 1, NX == 1)
     x = np.empty((NX, NZ))
-    x[0] = np.where(dirichlet[0], b[0], Xr[0, :, 0])
+    x[0] = np.where(dirichlet[0], b[0], Xr[0])
     for h, first, step, n_elim, _ in reversed(levels):
         _cr_backsub(XA, XC, Xr, b, dirichlet, NX, h, first, step, n_elim, x)
     return x
