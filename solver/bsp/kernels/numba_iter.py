@@ -16,7 +16,8 @@ run to run and for any thread count.
                      j = 0 and NZ-1, sign fixed as schrodinger.fix_sign.  No warm start: the result
                      depends on V only.
 ``frechet``          poisson.frechet: per column the products B (pairs and squares) and weights c,
-                     then F[j, :] = sum_r (c_r B[r, j]) B[r, :], one ``prange`` item per (i, j).
+                     then F[j, j':] = sum_r (c_r B[r, j]) B[r, j':] from the diagonal on, mirrored
+                     (F is symmetric), one ``prange`` item per (i, j).
 ``construct_linsys`` poisson.construct: the row-equilibrated block form ((D, lo, up), b) of
                      blocktri.construct (same arithmetic, so bitwise equal to it).
 ``solve_linsys``     poisson.solve: block cyclic reduction (blocktri.solve_cr).  Per level: the LU
@@ -338,15 +339,18 @@ def _frechet_kernel(eps, chi, rho, drho, use_drho, F):
                     for j in range(nz):
                         B[i, r, j] = chi[i + 1, nu, p, j + 1] * chi[i + 1, nu, p, j + 1]
                     r += 1
-    for t in prange(NXi * nz):
-        i = t // nz
-        j = t % nz
-        for jj in range(nz):
-            F[i, j, jj] = 0.0
+    unz = uint64(nz)
+    for t in prange(NXi * nz):  # row j from the diagonal on; F is symmetric: mirrored into column j
+        ui = uint64(t // nz)
+        uj = uint64(t % nz)
+        for jj in range(uj, unz):
+            F[ui, uj, jj] = 0.0
         for r in range(nk):
-            a = B[i, r, j] * c[i, r]
-            for jj in range(nz):
-                F[i, j, jj] += a * B[i, r, jj]
+            a = B[ui, r, uj] * c[ui, r]
+            for jj in range(uj, unz):
+                F[ui, uj, jj] += a * B[ui, r, jj]
+        for jj in range(uj + uint64(1), unz):
+            F[ui, jj, uj] = F[ui, uj, jj]
 
 
 def frechet(model, backend, eps, chi, rho, drho=None):
