@@ -163,6 +163,9 @@ def _eigenvalues(d, e2, ns, pivmin, gl, gu, atol, w):
         for k in range(ns):
             if done[k]:
                 continue
+            if not math.isfinite(S[k]):  # a pivot near 0 overflowed p'/p: bisect instead
+                xn[k] = np.nan
+                continue
             step = 1.0 / S[k]
             xn[k] = x[k] - step
             if clo[k] == k and chi[k] == k + 1 and abs(step) <= atol:
