@@ -465,15 +465,20 @@ def _lu_solve_row(LUT, piv, i, X, c):
 
 
 @njit(parallel=True, cache=True)
-def _cr_eliminate(B, A, C, r, piv, LUT, XT, XA, XC, Xr, NX, h, first, step, n_elim, level0):
+def _cr_eliminate(D, lo, up, B, A, C, r, piv, LUT, XT, XA, XC, Xr, NX, h, first, step, n_elim, level0):
     """[XA | XC | Xr]_i = B_i^{-1} [A_i | C_i | r_i] for the eliminated i = first + step m (A_i = 0
     when i - h < 0, C_i = 0 when i + h >= NX).  Three parallel passes: the LU factors of the
     blocks; one right-hand side per item, solved as a contiguous row of XT; XT transposed into
-    XA, XC, Xr.  At level 0, A_i = diag(lo_i) and C_i = diag(up_i) (stored on the diagonals of A
-    and C): column c of B_i^{-1} is computed once and scaled by lo_i[c] and by up_i[c]."""
+    XA, XC, Xr.  Level 0 reads the blocks from (D, lo, up): B_i = D_i (copied here, in parallel),
+    A_i = diag(lo_i), C_i = diag(up_i), so column c of B_i^{-1} is computed once and scaled by
+    lo_i[c] and up_i[c]."""
     NZ = r.shape[1]
     for m in prange(n_elim):
         i = first + step * m
+        if level0:
+            for k in range(NZ):
+                for q in range(NZ):
+                    B[i, k, q] = D[i, k, q]
         _lu(B, piv, i)
         for k in range(NZ):
             for q in range(NZ):
@@ -513,8 +518,8 @@ def _cr_eliminate(B, A, C, r, piv, LUT, XT, XA, XC, Xr, NX, h, first, step, n_el
             east = 1.0 if i + h < NX else 0.0
             for c in range(NZ):
                 v = XT[i, c, j]
-                XA[i, j, c] = v * (A[i, c, c] * west)
-                XC[i, j, c] = v * (C[i, c, c] * east)
+                XA[i, j, c] = v * (lo[i, c] * west)
+                XC[i, j, c] = v * (up[i, c] * east)
         else:
             for c in range(NZ):
                 XA[i, j, c] = XT[i, c, j]
@@ -522,9 +527,10 @@ def _cr_eliminate(B, A, C, r, piv, LUT, XT, XA, XC, Xr, NX, h, first, step, n_el
 
 
 @njit(parallel=True, cache=True)
-def _cr_update(B, A, C, r, XA, XC, Xr, NX, h, n_kept, level0, A2, C2):
+def _cr_update(D, lo, up, B, A, C, r, XA, XC, Xr, NX, h, n_kept, level0, A2, C2):
     """The kept i = 2 h m, row by row: B_i -= A_i XC_{i-h} + C_i XA_{i+h}, A2_i = -A_i XA_{i-h},
-    C2_i = -C_i XC_{i+h}, r_i -= A_i Xr_{i-h} + C_i Xr_{i+h} (level 0: A_i, C_i diagonal)."""
+    C2_i = -C_i XC_{i+h}, r_i -= A_i Xr_{i-h} + C_i Xr_{i+h} (level 0: B_i = D_i, A_i = diag(lo_i),
+    C_i = diag(up_i))."""
     NZ = r.shape[1]
     un = uint64(NZ)
     for t in prange(n_kept * NZ):
@@ -535,13 +541,16 @@ def _cr_update(B, A, C, r, XA, XC, Xr, NX, h, n_kept, level0, A2, C2):
         for q in range(un):
             A2[ui, uj, q] = 0.0
             C2[ui, uj, q] = 0.0
+        if level0:
+            for q in range(un):
+                B[ui, uj, q] = D[ui, uj, q]
         rn = r[i, j]
         k0 = j if level0 else 0
         k1 = j + 1 if level0 else NZ
         if i - h >= 0:
             uw = uint64(i - h)
             for k in range(k0, k1):
-                f = A[i, j, k]
+                f = lo[i, j] if level0 else A[i, j, k]
                 if f != 0.0:
                     uk = uint64(k)
                     for q in range(un):
@@ -551,7 +560,7 @@ def _cr_update(B, A, C, r, XA, XC, Xr, NX, h, n_kept, level0, A2, C2):
         if i + h < NX:
             ue = uint64(i + h)
             for k in range(k0, k1):
-                f = C[i, j, k]
+                f = up[i, j] if level0 else C[i, j, k]
                 if f != 0.0:
                     uk = uint64(k)
                     for q in range(un):
@@ -577,15 +586,11 @@ def _cr_backsub(XA, XC, Xr, b, dirichlet, NX, h, first, step, n_elim, x):
 
 
 def _cr_solve(D, lo, up, b, dirichlet):
+    """x (NX, NZ) by block cyclic reduction.  Work arrays are allocated uninitialised: every entry
+    is written by a parallel pass before it is read (no serial copies or zero fills)."""
     NX, NZ = b.shape
-    B = D.copy()
-    A = np.zeros((NX, NZ, NZ))
-    C = np.zeros((NX, NZ, NZ))
-    ar = np.arange(NZ)
-    A[:, ar, ar] = lo
-    C[:, ar, ar] = up
-    A2 = np.empty((NX, NZ, NZ))  # A and C of the next level (the kept blocks' rows read A, C)
-    C2 = np.empty((NX, NZ, NZ))
+    B = np.empty((NX, NZ, NZ))
+    A, C, A2, C2 = (np.empty((NX, NZ, NZ)) for _ in range(4))  # A, C of this level and the next
     r = b.copy()
     piv = np.empty((NX, NZ), dtype=np.int64)
     LUT = np.empty((NX, NZ, NZ))
@@ -595,10 +600,10 @@ def _cr_solve(D, lo, up, b, dirichlet):
     Xr = np.empty((NX, NZ))
     levels = blocktri.cr_levels(NX)
     for lvl, (h, first, step, n_elim, n_kept) in enumerate(levels):
-        _cr_eliminate(B, A, C, r, piv, LUT, XT, XA, XC, Xr, NX, h, first, step, n_elim, lvl == 0)
-        _cr_update(B, A, C, r, XA, XC, Xr, NX, h, n_kept, lvl == 0, A2, C2)
+        _cr_eliminate(D, lo, up, B, A, C, r, piv, LUT, XT, XA, XC, Xr, NX, h, first, step, n_elim, lvl == 0)
+        _cr_update(D, lo, up, B, A, C, r, XA, XC, Xr, NX, h, n_kept, lvl == 0, A2, C2)
         A, C, A2, C2 = A2, C2, A, C
-    _cr_eliminate(B, A, C, r, piv, LUT, XT, XA, XC, Xr, NX, NX, 0, 0, 1, NX == 1)
+    _cr_eliminate(D, lo, up, B, A, C, r, piv, LUT, XT, XA, XC, Xr, NX, NX, 0, 0, 1, NX == 1)
     x = np.empty((NX, NZ))
     x[0] = np.where(dirichlet[0], b[0], Xr[0])
     for h, first, step, n_elim, _ in reversed(levels):
