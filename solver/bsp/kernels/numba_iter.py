@@ -6,15 +6,16 @@ loop writes disjoint outputs in a fixed operation order, so a result is bitwise 
 run to run and for any thread count.
 
 ``eigen``            schrodinger.solve_eigen: the N_sbn lowest eigenpairs of all (column, valley)
-                     tridiagonal problems, one ``prange`` item each.  Eigenvalues by bisection
-                     with Sturm counts (LAPACK dlaebz's count, pivmin guard), the N_sbn intervals
-                     bisected in lockstep (independent division chains; every count also narrows
-                     the other intervals) down to LAPACK dstebz's tolerance ulp ||T||; eigenvectors
-                     by 3 steps of inverse iteration (tridiagonal LU with partial pivoting as
-                     dgttrf, tiny pivots replaced by ulp ||T||, a fixed start vector, Gram-Schmidt
-                     against the lower levels of the same problem); then chi = v / sqrt(dz), zero at
-                     j = 0 and NZ-1, sign fixed as schrodinger.fix_sign.  No warm start: the result
-                     depends on V only.
+                     tridiagonal problems, one ``prange`` item each.  Eigenvalues: the N_sbn
+                     levels in lockstep (independent division chains), Sturm counts with LAPACK
+                     dlaebz's pivmin rule narrowing every level's bracket, multisection of shared
+                     brackets, Newton on the characteristic polynomial inside a bracket that holds
+                     one level (bisection as the safeguard), to dstebz's tolerance ulp ||T||.
+                     Eigenvectors: 3 sweeps of inverse iteration, the levels in lockstep
+                     (tridiagonal LU with partial pivoting as dgttrf, tiny pivots replaced by
+                     ulp ||T||, a fixed start vector, Gram-Schmidt against the lower levels after
+                     every sweep); then chi = v / sqrt(dz), zero at j = 0 and NZ-1, sign fixed as
+                     schrodinger.fix_sign.  No warm start: the result depends on V only.
 ``frechet``          poisson.frechet: per column the products B (pairs and squares) and weights c,
                      then F[j, j':] = sum_r (c_r B[r, j]) B[r, j':] from the diagonal on, mirrored
                      (F is symmetric), one ``prange`` item per (i, j).
@@ -174,76 +175,95 @@ def _eigenvalues(d, e2, ns, pivmin, gl, gu, atol, w):
 
 
 @njit(cache=True)
-def _inverse_iteration(d, e, lam, ptiny, x0, V, k, work):
-    """Row k of V (ns, n): the unit eigenvector of (d, e) for the eigenvalue lam, by inverse
-    iteration with a dgttrf-style LU of T - lam I; orthogonal to rows 0..k-1.  work: (6, n)."""
+def _eigenvectors(d, e, w, ptiny, x0, V, work):
+    """V (ns, n): unit eigenvectors of the tridiagonal (d, e) for the eigenvalues w (ns,), by
+    inverse iteration with a dgttrf-style LU of T - w_k I (tiny pivots replaced by ptiny).  The ns
+    levels run in lockstep (independent division chains side by side); after every sweep level
+    k is orthogonalised against the levels below it (Gram-Schmidt in order k = 0, 1, ...) and
+    normalised.  work: (6, n, ns)."""
     n = d.shape[0]
-    ainv = work[0]  # 1 / U diagonal
-    du = work[1]    # U first superdiagonal
-    du2 = work[2]   # U second superdiagonal (row swaps)
-    dl = work[3]    # multipliers
-    swap = work[4]  # 1.0 where rows j, j+1 were swapped
-    y = work[5]
-    for j in range(n - 1):
-        du[j] = e[j]
-        du2[j] = 0.0
-    a = d[0] - lam  # the current pivot candidate (row j)
-    for j in range(n - 1):
-        f = e[j]  # the subdiagonal entry below it
-        a1 = d[j + 1] - lam
-        if abs(a) >= abs(f):
-            swap[j] = 0.0
-            if a != 0.0:
-                f = f / a
-                a1 = a1 - f * du[j]
-            dl[j] = f
-        else:  # rows j, j+1 swapped
-            swap[j] = 1.0
-            m = a / f
-            dl[j] = m
-            t = du[j]
-            du[j] = a1
-            a1 = t - m * a1
-            a = f
-            if j < n - 2:
-                du2[j] = du[j + 1]
-                du[j + 1] = -m * du[j + 1]
-        if abs(a) < ptiny:
-            a = ptiny if a >= 0.0 else -ptiny
-        ainv[j] = 1.0 / a
-        a = a1
-    if abs(a) < ptiny:
-        a = ptiny if a >= 0.0 else -ptiny
-    ainv[n - 1] = 1.0 / a
+    ns = w.shape[0]
+    AINV = work[0]  # 1 / U diagonal
+    DU = work[1]    # U first superdiagonal
+    DU2 = work[2]   # U second superdiagonal (row swaps)
+    DL = work[3]    # multipliers
+    SW = work[4]    # 1.0 where rows j, j+1 were swapped
+    Y = work[5]
+    a = np.empty(ns)  # the current pivot candidate of each level
     for j in range(n):
-        y[j] = x0[j]
+        for k in range(ns):
+            DU[j, k] = e[j] if j < n - 1 else 0.0
+            DU2[j, k] = 0.0
+    for k in range(ns):
+        a[k] = d[0] - w[k]
+    for j in range(n - 1):
+        ej = e[j]
+        for k in range(ns):
+            a0 = a[k]
+            a1 = d[j + 1] - w[k]
+            if abs(a0) >= abs(ej):
+                SW[j, k] = 0.0
+                f = ej
+                if a0 != 0.0:
+                    f = ej / a0
+                    a1 = a1 - f * DU[j, k]
+                DL[j, k] = f
+            else:  # rows j, j+1 swapped
+                SW[j, k] = 1.0
+                m = a0 / ej
+                DL[j, k] = m
+                t = DU[j, k]
+                DU[j, k] = a1
+                a1 = t - m * a1
+                a0 = ej
+                if j < n - 2:
+                    DU2[j, k] = DU[j + 1, k]
+                    DU[j + 1, k] = -m * DU[j + 1, k]
+            if abs(a0) < ptiny:
+                a0 = ptiny if a0 >= 0.0 else -ptiny
+            AINV[j, k] = 1.0 / a0
+            a[k] = a1
+    for k in range(ns):
+        a0 = a[k]
+        if abs(a0) < ptiny:
+            a0 = ptiny if a0 >= 0.0 else -ptiny
+        AINV[n - 1, k] = 1.0 / a0
+    for j in range(n):
+        for k in range(ns):
+            Y[j, k] = x0[j]
     for _it in range(INVERSE_ITERATIONS):
         for j in range(n - 1):  # L
-            if swap[j] != 0.0:
-                t = y[j]
-                y[j] = y[j + 1]
-                y[j + 1] = t - dl[j] * y[j + 1]
-            else:
-                y[j + 1] = y[j + 1] - dl[j] * y[j]
-        y[n - 1] = y[n - 1] * ainv[n - 1]  # U
+            for k in range(ns):
+                if SW[j, k] != 0.0:
+                    t = Y[j, k]
+                    Y[j, k] = Y[j + 1, k]
+                    Y[j + 1, k] = t - DL[j, k] * Y[j + 1, k]
+                else:
+                    Y[j + 1, k] = Y[j + 1, k] - DL[j, k] * Y[j, k]
+        for k in range(ns):  # U
+            Y[n - 1, k] = Y[n - 1, k] * AINV[n - 1, k]
         if n > 1:
-            y[n - 2] = (y[n - 2] - du[n - 2] * y[n - 1]) * ainv[n - 2]
+            for k in range(ns):
+                Y[n - 2, k] = (Y[n - 2, k] - DU[n - 2, k] * Y[n - 1, k]) * AINV[n - 2, k]
         for j in range(n - 3, -1, -1):
-            y[j] = (y[j] - du[j] * y[j + 1] - du2[j] * y[j + 2]) * ainv[j]
-        for m in range(k):  # Gram-Schmidt against the lower levels
+            for k in range(ns):
+                Y[j, k] = (Y[j, k] - DU[j, k] * Y[j + 1, k] - DU2[j, k] * Y[j + 2, k]) * AINV[j, k]
+        for k in range(ns):
+            for m in range(k):  # Gram-Schmidt against the levels below
+                s = 0.0
+                for j in range(n):
+                    s += Y[j, m] * Y[j, k]
+                for j in range(n):
+                    Y[j, k] -= s * Y[j, m]
             s = 0.0
             for j in range(n):
-                s += V[m, j] * y[j]
+                s += Y[j, k] * Y[j, k]
+            s = 1.0 / math.sqrt(s)
             for j in range(n):
-                y[j] -= s * V[m, j]
-        s = 0.0
+                Y[j, k] *= s
+    for k in range(ns):
         for j in range(n):
-            s += y[j] * y[j]
-        s = 1.0 / math.sqrt(s)
-        for j in range(n):
-            y[j] *= s
-    for j in range(n):
-        V[k, j] = y[j]
+            V[k, j] = Y[j, k]
 
 
 @njit(parallel=True, cache=True)
@@ -255,7 +275,8 @@ def _eigen_kernel(V, kd, ko, Vc, scale, sign_thr, x0, eps, chi):
         i = t // NV
         nu = t % NV
         d = np.empty(n)
-        e = np.empty(max(n - 1, 1))  # thread-local copies (no views of shared arrays in the loop)
+        e = np.empty(n)  # thread-local copies (no views of shared arrays in the loop); e[n-1] unused
+        e[n - 1] = 0.0
         e2 = np.empty(max(n - 1, 1))
         for j in range(n - 1):
             e[j] = ko[nu, j]
@@ -282,9 +303,8 @@ def _eigen_kernel(V, kd, ko, Vc, scale, sign_thr, x0, eps, chi):
         w = np.empty(ns)
         _eigenvalues(d, e2, ns, pivmin, gl, gu, ULP * tnorm, w)
         vec = np.empty((ns, n))
-        work = np.empty((6, n))
+        _eigenvectors(d, e, w, ULP * tnorm, x0, vec, np.empty((6, n, ns)))
         for k in range(ns):
-            _inverse_iteration(d, e, w[k], ULP * tnorm, x0, vec, k, work)
             eps[i, nu, k] = w[k]
             amax = 0.0
             for j in range(n):
