@@ -339,14 +339,11 @@ def eigen(model, backend, V):
 
 # ---------------------------------------------------------------------------- Frechet
 @njit(parallel=True, cache=True)
-def _frechet_kernel(eps, chi, rho, drho, use_drho, F):
+def _frechet_kernel(eps, chi, rho, drho, use_drho, B, c, F):
     NX, NV, NS, NZ = chi.shape
     nz = NZ - 2
     NXi = NX - 2
-    per = NS * (NS - 1) // 2 + (NS if use_drho else 0)
-    nk = NV * per
-    B = np.empty((NXi, nk, nz))
-    c = np.empty((NXi, nk))
+    nk = c.shape[1]
     for i in prange(NXi):
         r = 0
         for nu in range(NV):
@@ -382,8 +379,11 @@ def frechet(model, backend, eps, chi, rho, drho=None):
     chi = _f64(chi)
     NX, _, _, NZ = chi.shape
     rho = _f64(rho)
+    NS = chi.shape[2]
+    nk = K.N_VALLEYS * (NS * (NS - 1) // 2 + (NS if drho is not None else 0))
+    B, c = _work(("frechet", NX, NZ, nk), lambda: (np.empty((NX - 2, nk, NZ - 2)), np.empty((NX - 2, nk))))
     F = np.empty((NX - 2, NZ - 2, NZ - 2))
-    _frechet_kernel(_f64(eps), chi, rho, rho if drho is None else _f64(drho), drho is not None, F)
+    _frechet_kernel(_f64(eps), chi, rho, rho if drho is None else _f64(drho), drho is not None, B, c, F)
     return F
 
 
@@ -605,19 +605,35 @@ def _cr_backsub(XA, XC, Xr, b, dirichlet, NX, h, first, step, n_elim, x):
         x[i, j] = b[i, j] if dirichlet[i, j] else v
 
 
+_WORK: dict = {}
+
+
+def _work(key, build):
+    """Work arrays kept between calls, per shape: allocating arrays of megabytes per call costs
+    page faults (the allocator returns freed blocks of that size to the system).  Callers write
+    every entry before reading it."""
+    if key not in _WORK:
+        _WORK[key] = build()
+    return _WORK[key]
+
+
+def _cr_work(NX: int, NZ: int) -> dict:
+    """The work arrays of _cr_solve (10 NX NZ^2 doubles: 22 MB on the standard mesh)."""
+    def build():
+        blk = lambda: np.empty((NX, NZ, NZ))  # noqa: E731
+        return dict(B=blk(), A=blk(), C=blk(), A2=blk(), C2=blk(), LUT=blk(), XA=blk(), XC=blk(),
+                    XT=np.empty((NX, 2 * NZ + 1, NZ)), Xr=np.empty((NX, NZ)), piv=np.empty((NX, NZ), dtype=np.int64))
+    return _work(("cr", NX, NZ), build)
+
+
 def _cr_solve(D, lo, up, b, dirichlet):
-    """x (NX, NZ) by block cyclic reduction.  Work arrays are allocated uninitialised: every entry
-    is written by a parallel pass before it is read (no serial copies or zero fills)."""
+    """x (NX, NZ) by block cyclic reduction.  The work arrays are not initialised: every entry is
+    written by a parallel pass before it is read (no serial copies or zero fills)."""
     NX, NZ = b.shape
-    B = np.empty((NX, NZ, NZ))
-    A, C, A2, C2 = (np.empty((NX, NZ, NZ)) for _ in range(4))  # A, C of this level and the next
+    w = _cr_work(NX, NZ)
+    B, A, C, A2, C2 = w["B"], w["A"], w["C"], w["A2"], w["C2"]  # A, C of this level and the next
+    piv, LUT, XT, XA, XC, Xr = w["piv"], w["LUT"], w["XT"], w["XA"], w["XC"], w["Xr"]
     r = b.copy()
-    piv = np.empty((NX, NZ), dtype=np.int64)
-    LUT = np.empty((NX, NZ, NZ))
-    XT = np.empty((NX, 2 * NZ + 1, NZ))
-    XA = np.empty((NX, NZ, NZ))
-    XC = np.empty((NX, NZ, NZ))
-    Xr = np.empty((NX, NZ))
     levels = blocktri.cr_levels(NX)
     for lvl, (h, first, step, n_elim, n_kept) in enumerate(levels):
         _cr_eliminate(D, lo, up, B, A, C, r, piv, LUT, XT, XA, XC, Xr, NX, h, first, step, n_elim, lvl == 0)
