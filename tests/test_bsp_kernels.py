@@ -41,13 +41,16 @@ def test_numpy_has_no_fast_paths():
 
 def test_numba_table():
     pytest.importorskip("numba")
-    from solver.bsp.kernels.numba import scattering, weno as nweno
+    from solver.bsp.kernels.numba import iter as niter, scattering, weno as nweno
     be = get_backend("numba", threads=2)
     m, ma = model(), model("numerics.kernels=array")
     assert kernels.REGISTRY.table("numba") == {"WENO_x": nweno.weno_x, "WENO_w": nweno.weno_w,
                                                "WENO_phi": nweno.weno_phi, "scat_gain": scattering.scat_gain,
-                                               "scat_loss": scattering.scat_loss}
-    for name in BTE_PHASES:
+                                               "scat_loss": scattering.scat_loss, "eigen": niter.eigen,
+                                               "Frechet": niter.frechet, "construct_linsys": niter.construct_linsys,
+                                               "solve_linsys": niter.solve_linsys, "newton_rhs": niter.newton_rhs,
+                                               "newton_norms": niter.newton_norms}
+    for name in BTE_PHASES + ("eigen", "Frechet", "construct_linsys", "solve_linsys"):
         assert kernels.lookup(m, be, name) is not None, name
         assert kernels.lookup(ma, be, name) is None, name
 
@@ -125,7 +128,8 @@ def test_implementations_numba():
     assert list(impl) == list(kernels.PHASES)
     for p in BTE_PHASES:
         assert impl[p].startswith("solver.bsp.kernels.numba."), impl[p]
-    assert impl["eigen"] == "solver.bsp.schrodinger.eigen"
+    assert impl["eigen"] == "solver.bsp.kernels.numba.iter.eigen"  # no variant key on the CPU
+    assert impl["RK"] == "solver.bsp.bte.rk_update"  # the RK fast path is CUDA only
     assert kernels.implementations(model("numerics.kernels=array"), be) == kernels.REFERENCE
 
 

@@ -1,4 +1,4 @@
-"""numba fast paths of ITER (solver/bsp/kernels/numba_iter.py) against the reference ITER:
+"""numba fast paths of ITER (solver/bsp/kernels/numba/iter.py) against the reference ITER:
 LAPACK eigenpairs (schrodinger.eigen_host), the NumPy Frechet kernel, the row-equilibrated CSC
 matrix solved by SuperLU (poisson.construct / poisson.solve), the Newton rhs and norms of
 poisson._newton_loop; bitwise determinism (run to run, 1 vs 2 threads); and a few time steps of
@@ -14,7 +14,7 @@ numba = pytest.importorskip("numba")
 
 from solver.backend import get_backend  # noqa: E402
 from solver.bsp import blocktri, kernels, poisson, schrodinger  # noqa: E402
-from solver.bsp.kernels import numba_iter as ni  # noqa: E402
+from solver.bsp.kernels.numba import iter as ni  # noqa: E402
 from solver.bsp.model import Model, load  # noqa: E402
 
 TOL = 1e-12
@@ -114,8 +114,8 @@ MESHES = [("mesh.NX=13", "mesh.NZ=11"), ("mesh.NX=16", "mesh.NZ=9"), ("mesh.NX=1
 def test_construct_and_solve_match_sparse_lu(be, mesh, bc, rng):
     m = model(*mesh)
     sysm, F, rhs, bvals = _problem(m, bc, rng)
-    A0, b0 = poisson.construct(m, NP, sysm, F, rhs, bvals)
-    x0 = poisson.solve(m, NP, sysm, A0, b0)
+    A0, b0 = poisson.construct_linsys(m, NP, sysm, F, rhs, bvals)
+    x0 = poisson.solve_linsys(m, NP, sysm, A0, b0)
     (D, lo, up), b = ni.construct_linsys(m, be, sysm, F, rhs, bvals)
     Dr, lor, upr, br = blocktri.construct(np, blocktri.BlockSystem(sysm), F, rhs, bvals)
     for x, y in ((D, Dr), (lo, lor), (up, upr), (b, br)):  # the same arithmetic as blocktri.construct
@@ -146,8 +146,8 @@ def test_solve_pivots_inside_blocks(be, rng):
     d0 = minor3(0.0)
     F[0, 1, 1] += -d0 / (minor3(1.0) - d0)  # det is linear in t
     assert abs(minor3(0.0)) < 1e-9 * abs(d0)
-    A0, b0 = poisson.construct(m, NP, sysm, F, rhs, bvals)
-    x0 = poisson.solve(m, NP, sysm, A0, b0)
+    A0, b0 = poisson.construct_linsys(m, NP, sysm, F, rhs, bvals)
+    x0 = poisson.solve_linsys(m, NP, sysm, A0, b0)
     A1, b1 = ni.construct_linsys(m, be, sysm, F, rhs, bvals)
     x1 = ni.solve_linsys(m, be, sysm, A1, b1)
     assert rel(x1, x0) <= TOL, rel(x1, x0)
@@ -166,7 +166,7 @@ def test_newton_rhs_and_norms(be, coarse, rng):
     N2 = ic.N * (1.0 + 1e-3 * rng.standard_normal(ic.N.shape))
     x = V.ravel().copy()
     nrm, finite = ni.newton_norms(m, be, V, ic.V, N2, ic.N, x)
-    ref = poisson._norms(np, m, V, ic.V, N2, ic.N)
+    ref = poisson.norms(np, m, V, ic.V, N2, ic.N)
     assert finite and set(nrm) == set(poisson.NORM_KEYS)
     for k in poisson.NORM_KEYS:
         assert math.isclose(nrm[k], ref[k], rel_tol=TOL), (k, nrm[k], ref[k])
@@ -178,30 +178,21 @@ def test_newton_rhs_and_norms(be, coarse, rng):
 
 
 # ---------------------------------------------------------------------------- a whole run
-def test_few_steps_with_fast_iter_equal_numpy(monkeypatch):
-    """Three steps of a tiny run: numba backend with every ITER lookup answered by numba_iter
-    (kernels.lookup patched) against the numpy backend (array reference everywhere)."""
+def test_few_steps_with_fast_iter_equal_numpy():
+    """Three steps of a tiny run: the numba backend (its table runs every ITER phase: run.json's
+    implementations say so) against the numpy backend (array reference everywhere)."""
     from solver.bsp.simulation import Simulation
-
-    orig = kernels.lookup
-    used = set()
-
-    def lookup(model, backend, name):
-        if backend.name == "numba" and name in ni.FAST_PATHS:
-            used.add(name)
-            return ni.FAST_PATHS[name]
-        return orig(model, backend, name)
 
     tiny = ["mesh.N_sbn=3", "mesh.NX=9", "mesh.NZ=13", "mesh.NW=12", "mesh.NPHI=8", "output.progress=false",
             "time.steps=3", "time.t_end_ps=null", "output.checkpoint_every_steps=0"]
     states = {}
     for name in ("numba", "numpy"):
-        with monkeypatch.context() as mp:
-            mp.setattr(kernels, "lookup", lookup)
-            sim = Simulation(load(None, tiny + [f"numerics.backend={name}", "numerics.threads=2"]), progress=False)
-            sim.run(resume=False)
+        sim = Simulation(load(None, tiny + [f"numerics.backend={name}", "numerics.threads=2"]), progress=False)
+        sim.run(resume=False)
         states[name] = {k: np.array(getattr(sim.state, k)) for k in ("Phi", "V", "eps", "rho")}
         assert sim.state.step == 3
-    assert used == set(ni.FAST_PATHS)
+        impl = kernels.implementations(sim.model, sim.backend)
+        for phase in ("eigen", "Frechet", "construct_linsys", "solve_linsys", "newton_rhs", "newton_norms"):
+            assert impl[phase].startswith("solver.bsp.kernels.numba.iter." if name == "numba" else "solver.bsp."), impl
     for k, v in states["numba"].items():
         assert rel(v, states["numpy"][k]) <= 1e-10, (k, rel(v, states["numpy"][k]))

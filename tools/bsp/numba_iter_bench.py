@@ -1,5 +1,5 @@
 """Time one ITER (the POTENTIAL Newton solve) per subphase: reference vs the numba fast paths of
-solver/bsp/kernels/numba_iter.py, on one mesh and one thread count (docs/performance-numba-iter.md).
+solver/bsp/kernels/numba/iter.py, on one mesh and one thread count (docs/performance-numba-iter.md).
 
     python tools/bsp/numba_iter_bench.py --threads 16 [config.yaml] [--set mesh.NX=33 ...] [--repeat 5]
 
@@ -7,8 +7,8 @@ The problem: start-up (INITCOND, THERMEQUIL) and one time step on the numba back
 POTENTIAL from the potential at the start of that step with the densities at its end (a few
 Newton iterations).  "reference" is poisson.potential with the lookups of today's numba backend
 (host LAPACK eigenpairs, NumPy Frechet, SuperLU; BLAS threads = --threads where the BLAS obeys
-OMP/OPENBLAS/MKL_NUM_THREADS, set before NumPy is imported); "numba_iter" routes the ITER
-lookups to numba_iter.FAST_PATHS.  Prints ms per ITER call and per Newton iteration for each
+OMP/OPENBLAS/MKL_NUM_THREADS, set before NumPy is imported); "numba_iter" is the numba
+backend's own ITER table (kernels/numba/iter.py).  Prints ms per ITER call and per Newton iteration for each
 subphase (best of --repeat calls), the iteration count and the largest difference of V.
 """
 from __future__ import annotations
@@ -32,24 +32,20 @@ def _args(argv=None):
     return p.parse_args(argv)
 
 
+ITER_PHASES = ("eigen", "Frechet", "construct_linsys", "solve_linsys", "newton_rhs", "newton_norms")
+
+
 @contextmanager
-def fast_iter():
-    """kernels.lookup answers the ITER names from numba_iter.FAST_PATHS on the numba backend."""
+def reference_iter():
+    """The numba table without its ITER entries: ITER on the array reference (host LAPACK, SuperLU)."""
     from solver.bsp import kernels
-    from solver.bsp.kernels import numba_iter
 
-    orig = kernels.lookup
-
-    def lookup(model, backend, name):
-        if backend.name == "numba" and kernels.mode(model) != "array" and name in numba_iter.FAST_PATHS:
-            return numba_iter.FAST_PATHS[name]
-        return orig(model, backend, name)
-
-    kernels.lookup = lookup
+    table = kernels.REGISTRY.table("numba")
+    saved = {k: table.pop(k) for k in ITER_PHASES if k in table}
     try:
         yield
     finally:
-        kernels.lookup = orig
+        table.update(saved)
 
 
 SUBPHASES = {"eigen": ("eigen",), "Frechet": ("Frechet",),
@@ -94,7 +90,7 @@ def main(argv=None) -> int:
     rows = {}
     results = {}
     for variant in ("reference", "numba_iter"):
-        with (fast_iter() if variant == "numba_iter" else _nothing()):
+        with (reference_iter() if variant == "reference" else _nothing()):
             one(None)  # compile / warm up
             best = None
             for _ in range(a.repeat):

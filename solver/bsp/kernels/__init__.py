@@ -100,7 +100,9 @@ def bte_variant(model) -> str:
 
 
 def _variant(model, backend, name: str) -> str | None:
-    if name in BTE_VARIANT_PHASES and backend.name == "cupy":
+    if backend.name != "cupy":  # the variant keys choose among the CUDA kernels only
+        return None
+    if name in BTE_VARIANT_PHASES:
         return f"numerics.bte_kernels={bte_variant(model)}"
     if name in ("construct_linsys", "solve_linsys"):
         return f"numerics.linsys={linsys_variant(model)}"

@@ -5,7 +5,7 @@ result to rounding (tests/test_bsp_kernels_numba_iter.py: <= 1e-12 relative); ev
 loop writes disjoint outputs in a fixed operation order, so a result is bitwise the same from
 run to run and for any thread count.
 
-``eigen``            schrodinger.solve_eigen: the N_sbn lowest eigenpairs of all (column, valley)
+``eigen``            schrodinger.eigen: the N_sbn lowest eigenpairs of all (column, valley)
                      tridiagonal problems, one ``prange`` item each.  Eigenvalues: the N_sbn
                      levels in lockstep (independent division chains), Sturm counts with LAPACK
                      dlaebz's pivmin rule narrowing every level's bracket, multisection of shared
@@ -19,9 +19,9 @@ run to run and for any thread count.
 ``frechet``          poisson.frechet: per column the products B (pairs and squares) and weights c,
                      then F[j, j':] = sum_r (c_r B[r, j]) B[r, j':] from the diagonal on, mirrored
                      (F is symmetric), one ``prange`` item per (i, j).
-``construct_linsys`` poisson.construct: the row-equilibrated block form ((D, lo, up), b) of
+``construct_linsys`` poisson.construct_linsys: the row-equilibrated block form ((D, lo, up), b) of
                      blocktri.construct (same arithmetic, so bitwise equal to it).
-``solve_linsys``     poisson.solve: block cyclic reduction (blocktri.solve_cr).  Per level: the LU
+``solve_linsys``     poisson.solve_linsys: block cyclic reduction (blocktri.solve_cr).  Per level: the LU
                      factors (partial pivoting) of the eliminated blocks (``prange`` over blocks),
                      the solves B^{-1} [A | C | r] (``prange`` over (block, column)), the
                      updates of the kept blocks (``prange`` over (block, row)); level 0 uses that
@@ -40,32 +40,21 @@ import math
 
 import numpy as np
 
-try:
-    import numba
-    from numba import njit, prange, uint64
-except Exception as exc:  # noqa: BLE001 - any failure to import numba means "no fast paths"
-    raise ImportError(f"solver.bsp.kernels.numba_iter needs numba ({exc})") from exc
+from numba import njit, prange, uint64
 
 from solver.bsp import blocktri
 from solver.bsp import constants as K
 from solver.bsp import schrodinger
-
-__all__ = ["eigen", "frechet", "construct_linsys", "solve_linsys", "newton_rhs", "newton_norms"]
+from solver.bsp.kernels import f64 as _to_f64
+from solver.bsp.kernels.numba._common import set_threads as _threads
 
 ULP = float(np.finfo(float).eps)  # LAPACK dlamch('P')
 TINY = float(np.finfo(float).tiny)  # LAPACK dlamch('S')
 INVERSE_ITERATIONS = 3
 
 
-def _threads(backend) -> None:
-    n = int(getattr(backend, "threads", 0) or numba.config.NUMBA_NUM_THREADS)
-    n = max(1, min(n, numba.config.NUMBA_NUM_THREADS))
-    if numba.get_num_threads() != n:
-        numba.set_num_threads(n)
-
-
 def _f64(a):
-    return np.ascontiguousarray(a, dtype=np.float64)
+    return _to_f64(np, a)
 
 
 # ---------------------------------------------------------------------------- eigen
@@ -727,7 +716,3 @@ def newton_norms(model, backend, V_new, V_old, N_new, N_old, x):
     vals = [float(m0), w * math.sqrt(s0), float(m1), w * math.sqrt(s1)]
     return dict(zip(("dV_inf", "dV_l2", "dN_inf", "dN_l2"), vals)), bool(part[:, 4].all())
 
-
-# the names under which poisson/schrodinger look these up today (kernels.lookup)
-FAST_PATHS = {"solve_eigen": eigen, "frechet": frechet, "construct_linsys": construct_linsys,
-              "solve_linsys": solve_linsys, "newton_rhs": newton_rhs, "newton_norms": newton_norms}
