@@ -15,7 +15,7 @@ import sys
 from snakemake import cli
 from snakemake.executors import dryrun
 from snakemake_executor_plugin_slurm.submit_string import get_submit_command
-from snakemake_executor_plugin_slurm.utils import set_gres_string
+from snakemake_executor_plugin_slurm.utils import get_job_wildcards, set_gres_string
 
 
 def _resources(job):
@@ -28,10 +28,16 @@ def _local(workflow, rule):
     return rule.group is None and (rule.name in workflow._localrules or rule.norun or rule.is_template_engine)
 
 
+def _comment(job):
+    """The --comment the plugin gives the job (Executor.run_job): how sacct / scontrol name it."""
+    wildcards = get_job_wildcards(job)
+    return f"rule_{job.name}_wildcards_{wildcards}" if wildcards else f"rule_{job.name}"
+
+
 def _sbatch(job):
     """The sbatch options the plugin builds for the job (account checks aside: they need sacctmgr)."""
     partition = job.resources.get("slurm_partition")
-    params = dict(run_uuid="dry-run", slurm_logfile="slurm.log", comment_str=f"rule_{job.name}", account="",
+    params = dict(run_uuid="dry-run", slurm_logfile="slurm.log", comment_str=_comment(job), account="",
                   partition=f"-p {partition}" if partition else "", workdir="")
     return get_submit_command(job, params) + set_gres_string(job)
 
@@ -54,6 +60,7 @@ def main(out, argv):
             "threads": job.threads,
             "resources": _resources(job),
             "sbatch": None if local else _sbatch(job),
+            "comment": None if local else _comment(job),
             "members": [{"rule": j.rule.name, "wildcards": dict(j.wildcards_dict), "threads": j.threads,
                          "resources": _resources(j)} for j in members],
         })
