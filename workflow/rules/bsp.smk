@@ -338,8 +338,7 @@ rule bsp_table2_000_krylov:
         threads=",".join(str(int(t)) for t in _KRYLOV["threads"]),
     threads: max(BSP_EXCLUSIVE, *(int(t) for t in _KRYLOV["threads"]))
     resources:
-        **cluster(mem_mb=bsp_mem_mb(_KRYLOV["mesh"]),
-                  runtime=_minutes(bsp_seconds(_KRYLOV["mesh"], int(_KRYLOV["steps"]), "numpy") + 1800)),
+        **cluster(mem_mb=bsp_mem_mb(_KRYLOV["mesh"]), runtime=bsp_krylov_minutes(_KRYLOV["mesh"], _KRYLOV["steps"])),
     log:
         logf("bsp", "table2_krylov"),
     benchmark:

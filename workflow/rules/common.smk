@@ -297,6 +297,12 @@ def bsp_run_group(wildcards):
     return "bsp_small" if bsp_run_minutes(wildcards) < 30 else None
 
 
+def bsp_krylov_minutes(mesh, steps):
+    """The capture run on the krylov mesh, then the solver x preconditioner x thread benchmark on
+    its Newton systems (N_sbn x NX x NZ unknowns, seconds per solve): 30 minutes."""
+    return _minutes(bsp_seconds(mesh, int(steps), "numpy") + 1800)
+
+
 def bsp_bench_minutes():
     """Every case of bsp.bench one after another, each cut at bsp.bench.timeout_s."""
     timeout = bsp_get("bench", "timeout_s")
@@ -374,6 +380,22 @@ def collision_bench_minutes(meshes, gpu):
 def _rgf_sections(sections):
     """(ny, nz) of each "NYxNZ" cross-section."""
     return [tuple(int(v) for v in s.split("x")) for s in sections]
+
+
+def _rgf_xucs(sweep):
+    return [int(x) for x in (sweep["xuc"] if isinstance(sweep["xuc"], list) else [sweep["xuc"]])]
+
+
+def rgf_chunk_mem_mb(sweep):
+    """One chunk of the rgf sweep (config rgf.sweep): the longest wire, a batch of energies."""
+    return rgf_mem_mb(sweep["ny"], sweep["nz"], max(_rgf_xucs(sweep)), sweep["spin_orbit"], sweep["batch"])
+
+
+def rgf_chunk_minutes(sweep, gpu):
+    """Its energies (ne / n_chunks) on every wire length of the sweep."""
+    energies = math.ceil(sweep["ne"] / sweep["n_chunks"])
+    return _minutes(sum(rgf_seconds(sweep["ny"], sweep["nz"], x, energies, gpu, sweep["spin_orbit"])
+                        for x in _rgf_xucs(sweep)))
 
 
 def rgf_cost_mem_mb(sections, lengths):

@@ -69,10 +69,8 @@ if enabled("rgf"):
             bench("rgf", "sweep_chunk{chunk}")
         threads: 1
         resources:
-            **cluster(gpu=1 if _RGF_BACKEND == "cupy" else 0,
-                      mem_mb=rgf_mem_mb(_RS["ny"], _RS["nz"], max(map(int, _RGF_XUC.split(","))), _RS["spin_orbit"], _RS["batch"]),
-                      runtime=rgf_minutes(_RS["ny"], _RS["nz"], sum(map(int, _RGF_XUC.split(","))),
-                                          math.ceil(_RS["ne"] / _RS["n_chunks"]), _RGF_BACKEND == "cupy", _RS["spin_orbit"])),
+            **cluster(gpu=1 if _RGF_BACKEND == "cupy" else 0, mem_mb=rgf_chunk_mem_mb(_RS),
+                      runtime=rgf_chunk_minutes(_RS, _RGF_BACKEND == "cupy")),
         group:
             None if _RGF_BACKEND == "cupy" else "rgf_sweep"
         shell:
