@@ -74,6 +74,10 @@ rule bsp_run:
         sets=_run_sets,
     # bsp.exclusive: a timing run holds every core, so no other job disturbs its timers
     threads: lambda wc: max(BSP_EXCLUSIVE, int(wc.nthreads))
+    resources:
+        **cluster(mem_mb=bsp_run_mem_mb, runtime=bsp_run_minutes),
+    group:
+        bsp_run_group
     log:
         logf("bsp", _RUN_NAME),
     benchmark:
@@ -96,7 +100,7 @@ rule bsp_run_gpu:
         sets=_run_sets,
     threads: 1
     resources:
-        gpu=1,
+        **cluster(gpu=1, mem_mb=bsp_run_mem_mb, runtime=bsp_run_minutes),
     log:
         logf("bsp", _RUN_NAME),
     benchmark:
@@ -333,6 +337,8 @@ rule bsp_table2_000_krylov:
         precond=",".join(_KRYLOV["precond"]),
         threads=",".join(str(int(t)) for t in _KRYLOV["threads"]),
     threads: max(BSP_EXCLUSIVE, *(int(t) for t in _KRYLOV["threads"]))
+    resources:
+        **cluster(mem_mb=bsp_mem_mb(_KRYLOV["mesh"]), runtime=bsp_krylov_minutes(_KRYLOV["mesh"], _KRYLOV["steps"])),
     log:
         logf("bsp", "table2_krylov"),
     benchmark:
@@ -365,7 +371,9 @@ rule bsp_table4_000_kernel_profile:
         gemm=f"--gemm-n {bsp_get('profile', 'gemm_n')}" if bsp_get("profile", "gemm_n") else "",
     threads: BSP_EXCLUSIVE_THREADS
     resources:
-        gpu=1 if USE_GPU else 0,
+        **cluster(gpu=1 if USE_GPU else 0,
+                  mem_mb=bsp_mem_mb(BSP_TIMING_MESH) + 2 * bsp_get("profile", "copy_mib", default=1024),
+                  runtime=_minutes(bsp_seconds(BSP_TIMING_MESH, 4 * bsp_get("profile", "reps", default=5), "numpy"))),
     log:
         logf("bsp", "kernel_profile"),
     benchmark:
@@ -391,7 +399,7 @@ rule bsp_tables1_4_001_iter_kernels:
         sets=bsp_set_options(bsp_get("set", default=[])),
     threads: BSP_EXCLUSIVE_THREADS
     resources:
-        gpu=1,
+        **cluster(gpu=1, mem_mb=bsp_mem_mb("6x65x129x300x48"), runtime=_minutes(5 * bsp_seconds("6x65x129x300x48", 105, "cupy"))),
     log:
         logf("bsp", "iter_kernels"),
     benchmark:
@@ -418,7 +426,8 @@ rule bsp_fig10_000_overlap:
         steps=int(bsp_get("timing", "steps", default=10)) + 1,
     threads: BSP_EXCLUSIVE_THREADS
     resources:
-        gpu=1,
+        **cluster(gpu=1, mem_mb=2 * bsp_mem_mb(BSP_TIMING_MESH),
+                  runtime=_minutes(2 * bsp_seconds(BSP_TIMING_MESH, int(bsp_get("timing", "steps", default=10)) + 1, "cupy"))),
     log:
         logf("bsp", "overlap"),
     benchmark:
@@ -446,7 +455,7 @@ rule bsp_bench:
         timeout=f"--timeout {bsp_get('bench', 'timeout_s')}" if bsp_get("bench", "timeout_s") else "",
     threads: BSP_EXCLUSIVE_THREADS
     resources:
-        gpu=1 if USE_GPU else 0,
+        **cluster(gpu=1 if USE_GPU else 0, mem_mb=bsp_bench_mem_mb(), runtime=bsp_bench_minutes()),
     log:
         logf("bsp", "bench"),
     shell:

@@ -15,7 +15,9 @@ if enabled("collision"):
         log: logf("collision", "relax")
         benchmark: bench("collision", "relax")
         threads: workflow.cores
-        resources: gpu=1 if COLL_BE == "cupy" else 0
+        resources:
+            **cluster(gpu=1 if COLL_BE == "cupy" else 0, mem_mb=collision_mem_mb(COLL["N"]),
+                      runtime=collision_minutes(COLL["N"], COLL_BE == "cupy")),
         params: out=res("collision")
         shell:
             "{SOLVER} collision relax --backend {COLL_BE} --N {COLL[N]} --h {COLL[h]} --t-end {COLL[t_end]} "
@@ -33,7 +35,9 @@ if enabled("collision"):
         log: logf("collision", "maxwellian")
         benchmark: bench("collision", "maxwellian")
         threads: workflow.cores
-        resources: gpu=1 if COLL_BE == "cupy" else 0
+        resources:
+            **cluster(gpu=1 if COLL_BE == "cupy" else 0, mem_mb=collision_mem_mb(COLL["N"]),
+                      runtime=collision_minutes(COLL["N"], COLL_BE == "cupy")),
         params: out=res("collision")
         shell:
             "{SOLVER} collision maxwellian --backend {COLL_BE} --N {COLL[N]} --h {COLL[h]} --out {params.out} "
@@ -44,7 +48,9 @@ if enabled("collision"):
         log: logf("collision", "bkw")
         benchmark: bench("collision", "bkw")
         threads: workflow.cores
-        resources: gpu=1 if COLL_BE == "cupy" else 0
+        resources:
+            **cluster(gpu=1 if COLL_BE == "cupy" else 0, mem_mb=collision_mem_mb(COLL["bkw_N"]),
+                      runtime=collision_minutes(COLL["bkw_N"], COLL_BE == "cupy")),
         params: out=res("collision")
         shell:
             "{SOLVER} collision bkw --backend {COLL_BE} --N {COLL[bkw_N]} --h {COLL[bkw_h]} --t-end {COLL[bkw_t_end]} "
@@ -55,7 +61,9 @@ if enabled("collision"):
         log: logf("collision", "bench")
         benchmark: bench("collision", "bench")
         threads: workflow.cores
-        resources: gpu=1 if COLL_BE == "cupy" else 0
+        resources:
+            **cluster(gpu=1 if COLL_BE == "cupy" else 0, mem_mb=collision_mem_mb(collision_max_N(COLL["bench_meshes"])),
+                      runtime=collision_bench_minutes(COLL["bench_meshes"], COLL_BE == "cupy")),
         params:
             out=res("collision"),
             name="bench_" + ("gpu" if COLL_BE == "cupy" else "cpu"),
@@ -87,7 +95,9 @@ if enabled("collision"):
             log: logf("collision", "relax_rk2_N{N}")
             benchmark: bench("collision", "relax_rk2_N{N}")
             threads: workflow.cores
-            resources: gpu=1 if COLL_BE == "cupy" else 0
+            resources:
+                **cluster(gpu=1 if COLL_BE == "cupy" else 0, mem_mb=lambda w: collision_mem_mb(w.N),
+                          runtime=lambda w: collision_minutes(w.N, COLL_BE == "cupy")),
             params: out=res("collision"), h=lambda w: 2 * COLL_HW / int(w.N)
             shell:
                 "{SOLVER} collision relax --backend {COLL_BE} --N {wildcards.N} --h {params.h} --t-end {COLL[t_end]} "
@@ -100,7 +110,9 @@ if enabled("collision"):
             log: logf("collision", "bkw_N{N}_hw{hw}")
             benchmark: bench("collision", "bkw_N{N}_hw{hw}")
             threads: workflow.cores
-            resources: gpu=1 if COLL_BE == "cupy" else 0
+            resources:
+                **cluster(gpu=1 if COLL_BE == "cupy" else 0, mem_mb=lambda w: collision_mem_mb(w.N),
+                          runtime=lambda w: collision_minutes(w.N, COLL_BE == "cupy")),
             params: out=res("collision"), h=lambda w: 2 * float(w.hw) / int(w.N)
             shell:
                 "{SOLVER} collision bkw --backend {COLL_BE} --N {wildcards.N} --h {params.h} --t-end {COLL[bkw_t_end]} "
@@ -112,7 +124,9 @@ if enabled("collision"):
             log: logf("collision", "maxwellian_N{N}")
             benchmark: bench("collision", "maxwellian_N{N}")
             threads: workflow.cores
-            resources: gpu=1 if COLL_BE == "cupy" else 0
+            resources:
+                **cluster(gpu=1 if COLL_BE == "cupy" else 0, mem_mb=lambda w: collision_mem_mb(w.N),
+                          runtime=lambda w: collision_minutes(w.N, COLL_BE == "cupy")),
             params: out=res("collision"), h=lambda w: 2 * COLL_HW / int(w.N)
             shell:
                 "{SOLVER} collision maxwellian --backend {COLL_BE} --N {wildcards.N} --h {params.h} --T 1.0,2.5,4.0 "
@@ -123,7 +137,9 @@ if enabled("collision"):
             log: logf("collision", "rates")
             benchmark: bench("collision", "rates")
             threads: workflow.cores
-            resources: gpu=1 if COLL_BE == "cupy" else 0
+            resources:
+                **cluster(gpu=1 if COLL_BE == "cupy" else 0, mem_mb=collision_mem_mb(collision_max_N(COLL["conv_rates_meshes"])),
+                          runtime=collision_minutes(collision_max_N(COLL["conv_rates_meshes"]), COLL_BE == "cupy")),
             params: out=res("collision")
             shell:
                 "{SOLVER} collision rates --backend {COLL_BE} --meshes {COLL[conv_rates_meshes]} --half-width {COLL_HW} "

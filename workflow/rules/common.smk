@@ -1,5 +1,6 @@
 # Helpers shared by every study's rules.  Each study's .smk validates its own config section,
 # writes under results/<machine>/<study>/ and appends its final targets to ALL_TARGETS.
+import math
 import os
 import shlex
 import sys
@@ -57,6 +58,48 @@ def section(study):
 
 def enabled(study):
     return bool(section(study).get("enabled", True))
+
+
+# ------------------------------------------------------------------------------------ cluster
+# Where each compute job runs on a cluster (profiles/slurm, docs/cluster.md).  Every rule that is
+# not `localrule: True` declares `resources: **cluster(gpu=..., mem_mb=..., runtime=...)`: a job
+# with gpu > 0 goes to the site's GPU partition with a GPU request (sbatch --gpus=[model:]n), any
+# other to the CPU partition; cpus_per_task is the job's threads; mem_mb and runtime (minutes) come
+# from the job's mesh or problem (the *_mem_mb / *_minutes estimates below).  Each value may be a
+# function of the wildcards.  The site's names are read from profiles/slurm/site.yaml only; local
+# runs ignore the slurm_* resources.  tests/test_profiles.py fails for a rule that is neither
+# routed here nor local.
+def _cluster_site():
+    import yaml
+
+    with open(Path(workflow.current_basedir, "..", "..", "profiles", "slurm", "site.yaml")) as f:
+        return yaml.safe_load(f)
+
+
+CLUSTER_SITE = _cluster_site()
+
+
+def _per_job(value):
+    return value if callable(value) else (lambda wildcards: value)
+
+
+def cluster(gpu=0, mem_mb=1000, runtime=10):
+    """Cluster resources of one rule (see above): gpu, slurm_partition, cpus_per_task, mem_mb,
+    runtime, and slurm_account / gpu_model when the site sets them."""
+    site = CLUSTER_SITE
+    gpus, mem, minutes = _per_job(gpu), _per_job(mem_mb), _per_job(runtime)
+    out = dict(
+        gpu=lambda wildcards: int(gpus(wildcards)),
+        slurm_partition=lambda wildcards: site["gpu_partition"] if gpus(wildcards) else site["cpu_partition"],
+        cpus_per_task=lambda wildcards, threads: threads,
+        mem_mb=lambda wildcards: int(math.ceil(mem(wildcards))),
+        runtime=lambda wildcards: int(min(math.ceil(minutes(wildcards)), site["max_runtime_min"])),
+    )
+    if site.get("gpu_model"):
+        out["gpu_model"] = lambda wildcards: site["gpu_model"] if gpus(wildcards) else None
+    if site.get("account"):
+        out["slurm_account"] = site["account"]
+    return out
 
 
 # ---------------------------------------------------------------------------------------- bsp
@@ -199,3 +242,166 @@ def bsp_check_runs():
 
 if enabled("bsp"):
     bsp_check_runs()
+
+
+# -------------------------------------------------------------------- cluster size estimates
+# Memory (MB) and wall time (minutes) of the compute jobs, for cluster(...) above: upper bounds
+# from the problem size, each with the measurement it rests on.  Wall time is twice the estimate
+# plus 10 minutes (start-up, file system), capped at the site's limit by cluster().
+def _minutes(seconds):
+    return 10 + 2 * seconds / 60
+
+
+# bsp: the distribution function Phi (N_sbn x 3 valleys x NX x NW x NPHI doubles) dominates memory.
+# A numpy run peaks at about 10 arrays of its size (max RSS of 1-step runs on 3x9x9x12x8,
+# 6x33x33x150x24, 6x33x33x300x48: 117, 287, 790 MB); 16 copies + 1 GB leave a margin.
+BSP_PHI_COPIES = 16
+# Seconds per step and Phi element: numpy on one core 1.1e-6 (2.28 s per step on 6x33x33x150x24,
+# results/cpu-amd-epyc/bsp/tables/timing_runs.csv), an upper bound for numba at any thread count;
+# cupy 1.5e-9 (20.4 ms per step on 6x65x65x300x48, H200).  A run to T ps takes about
+# 400 (NX - 1) T steps (1265 steps to 0.1 ps on the coarse mesh; 4 to 7 on the smoke meshes).
+BSP_STEP_SECONDS = {"numpy": 1.1e-6, "numba": 1.1e-6, "cupy": 1.5e-9}
+BSP_STARTUP_SECONDS = 60
+
+
+def bsp_phi_elements(mesh):
+    m = bsp_parse_mesh(mesh)
+    return m["N_sbn"] * 3 * m["NX"] * m["NW"] * m["NPHI"]
+
+
+def bsp_mem_mb(mesh, copies=BSP_PHI_COPIES):
+    return 1000 + copies * 8 * bsp_phi_elements(mesh) / 2**20
+
+
+def bsp_step_count(mesh, timespec):
+    """Time steps of a run: steps<N>, or ps<T> estimated from the x mesh (CFL)."""
+    if timespec.startswith("steps"):
+        return int(timespec[5:])
+    return math.ceil(400 * (bsp_parse_mesh(mesh)["NX"] - 1) * float(timespec[2:]))
+
+
+def bsp_seconds(mesh, steps, backend):
+    return BSP_STARTUP_SECONDS + steps * BSP_STEP_SECONDS[backend] * bsp_phi_elements(mesh)
+
+
+def bsp_run_minutes(wildcards):
+    return _minutes(bsp_seconds(wildcards.mesh, bsp_step_count(wildcards.mesh, wildcards.timespec), wildcards.backend))
+
+
+def bsp_run_mem_mb(wildcards):
+    return bsp_mem_mb(wildcards.mesh)
+
+
+def bsp_run_group(wildcards):
+    """Runs estimated under 30 minutes share a submission (group bsp_small), the rest run alone."""
+    return "bsp_small" if bsp_run_minutes(wildcards) < 30 else None
+
+
+def bsp_krylov_minutes(mesh, steps):
+    """The capture run on the krylov mesh, then the solver x preconditioner x thread benchmark on
+    its Newton systems (N_sbn x NX x NZ unknowns, seconds per solve): 30 minutes."""
+    return _minutes(bsp_seconds(mesh, int(steps), "numpy") + 1800)
+
+
+def bsp_bench_minutes():
+    """Every case of bsp.bench one after another, each cut at bsp.bench.timeout_s."""
+    timeout = bsp_get("bench", "timeout_s")
+    total = 0
+    for case in bsp_bench_cases():
+        mesh, backend, _, steps, warmup = case.split(":")
+        s = bsp_seconds(mesh, int(steps) + int(warmup), backend)
+        total += min(s, timeout) if timeout else s
+    return _minutes(total)
+
+
+def bsp_bench_mem_mb():
+    return max([bsp_mem_mb(c.split(":")[0]) for c in bsp_bench_cases()] or [1000])
+
+
+# collision: the coefficient table grows as N^4.8 (HDF5 cache 0.18, 1.2, 4.8 MB at N = 8, 12, 16;
+# max RSS 219, 226, 255 MB); the gain evaluation as N^8 (docs/performance-collision.md: 2.34 s per
+# evaluation at 16^3 with numba on 16 cores, 0.009 s on an H100).  Per run: 30 CPU minutes or 1
+# GPU minute at N = 16, scaled with N^8.
+def collision_mem_mb(N):
+    return 1000 + 4 * 5 * (int(N) / 16) ** 5
+
+
+def collision_minutes(N, gpu):
+    return 10 + (1 if gpu else 30) * (int(N) / 16) ** 8
+
+
+# rgf: blocks of n = 20 ny nz orbitals (sp3d5s*, 2 atoms per layer and cross-section cell; 40 with
+# spin-orbit), 4 blocks per unit cell; gL and gR keep N n^2 complex numbers (41.9 GB for the
+# 8 x 16 x 100 wire, docs/performance-rgf.md), times the energies of a batch.  About 83 n^3
+# flop per block and energy (5.6e14 flop per energy at full size), at 1e10 flop/s on one core
+# and 3e13 on a GPU (19 s per energy on an H100).
+def rgf_block(ny, nz, spin_orbit=False):
+    return 20 * int(ny) * int(nz) * (2 if spin_orbit else 1)
+
+
+def rgf_mem_mb(ny, nz, xuc, spin_orbit=False, batch=1):
+    n = rgf_block(ny, nz, spin_orbit)
+    return 1000 + 1.5 * 4 * int(xuc) * n * n * 16 * max(int(batch), 1) / 2**20
+
+
+def rgf_seconds(ny, nz, xuc, energies, gpu, spin_orbit=False, workers=1):
+    flop = 83 * 4 * int(xuc) * rgf_block(ny, nz, spin_orbit) ** 3 * energies
+    return flop / (3e13 if gpu else 1e10) / workers
+
+
+def rgf_minutes(ny, nz, xuc, energies, gpu, spin_orbit=False, workers=1):
+    return _minutes(rgf_seconds(ny, nz, xuc, energies, gpu, spin_orbit, workers))
+
+
+# vecops: three vectors of the largest size of any sweep (8 bytes: float64 at most); each point's
+# timing stops at timing.(cpu_)max_seconds, so a sweep takes minutes: 30 per rule.
+def vecops_mem_mb(device):
+    v = section("vecops")
+    sizes = [*v["axpy"]["sizes"], *v["dot"]["sizes"], v["dot"]["n_blocks_sweep"], v["crossover"]["nnz"],
+             v["spmv_vector"]["rows"] * v["spmv_vector"]["nnz_per_row"],
+             *(rows * per_row for rows, per_row in v["spmv_scalar"]["matrices"].values()),
+             v["ceilings"]["copy_n" if device == "gpu" else "cpu_copy_n"]]
+    return 1000 + 3 * 8 * max(sizes) / 2**20
+
+
+VECOPS_MINUTES = 30
+
+
+def collision_max_N(meshes):
+    """The largest N of a comma-separated mesh list ("16,20,24")."""
+    return max(int(n) for n in str(meshes).split(",") if n)
+
+
+def collision_bench_minutes(meshes, gpu):
+    """The benchmark evaluates every mesh of the list once per backend: the sum of their runs."""
+    return sum(collision_minutes(n, gpu) for n in str(meshes).split(",") if n)
+
+
+def _rgf_sections(sections):
+    """(ny, nz) of each "NYxNZ" cross-section."""
+    return [tuple(int(v) for v in s.split("x")) for s in sections]
+
+
+def _rgf_xucs(sweep):
+    return [int(x) for x in (sweep["xuc"] if isinstance(sweep["xuc"], list) else [sweep["xuc"]])]
+
+
+def rgf_chunk_mem_mb(sweep):
+    """One chunk of the rgf sweep (config rgf.sweep): the longest wire, a batch of energies."""
+    return rgf_mem_mb(sweep["ny"], sweep["nz"], max(_rgf_xucs(sweep)), sweep["spin_orbit"], sweep["batch"])
+
+
+def rgf_chunk_minutes(sweep, gpu):
+    """Its energies (ne / n_chunks) on every wire length of the sweep."""
+    energies = math.ceil(sweep["ne"] / sweep["n_chunks"])
+    return _minutes(sum(rgf_seconds(sweep["ny"], sweep["nz"], x, energies, gpu, sweep["spin_orbit"])
+                        for x in _rgf_xucs(sweep)))
+
+
+def rgf_cost_mem_mb(sections, lengths):
+    return max(rgf_mem_mb(ny, nz, max(lengths)) for ny, nz in _rgf_sections(sections))
+
+
+def rgf_cost_minutes(sections, lengths):
+    """The cost model times one energy per (section, length)."""
+    return _minutes(sum(rgf_seconds(ny, nz, x, 1, False) for ny, nz in _rgf_sections(sections) for x in lengths))

@@ -29,6 +29,10 @@ if enabled("rgf"):
         benchmark:
             bench("rgf", "bulk")
         threads: 1
+        resources:
+            **cluster(),
+        group:
+            "rgf_small"
         shell:
             "{SOLVER} rgf bulk --out {output.csv} --fig {output.fig} > {log} 2>&1"
 
@@ -44,6 +48,10 @@ if enabled("rgf"):
         benchmark:
             bench("rgf", "wire_gaps")
         threads: 2
+        resources:
+            **cluster(mem_mb=rgf_mem_mb(max(RGF["wire_gaps"]["sizes"]), max(RGF["wire_gaps"]["sizes"]), 1)),
+        group:
+            "rgf_small"
         shell:
             "{SOLVER} rgf wire-gaps --out {output.csv} --sizes {params.sizes} --set {params.tbset} "
             "--shift {params.shift} > {log} 2>&1"
@@ -61,7 +69,10 @@ if enabled("rgf"):
             bench("rgf", "sweep_chunk{chunk}")
         threads: 1
         resources:
-            gpu=1 if _RGF_BACKEND == "cupy" else 0,
+            **cluster(gpu=1 if _RGF_BACKEND == "cupy" else 0, mem_mb=rgf_chunk_mem_mb(_RS),
+                      runtime=rgf_chunk_minutes(_RS, _RGF_BACKEND == "cupy")),
+        group:
+            None if _RGF_BACKEND == "cupy" else "rgf_sweep"
         shell:
             "OMP_NUM_THREADS={threads} OPENBLAS_NUM_THREADS={threads} MKL_NUM_THREADS={threads} "
             "{SOLVER} rgf sweep --out {output.csv} --ny {_RS[ny]} --nz {_RS[nz]} --xuc {_RGF_XUC} --batch {_RS[batch]} "
@@ -97,7 +108,10 @@ if enabled("rgf"):
             logf("rgf", "scaling_w{workers}_c{chunks}"),
         threads: lambda wc: int(wc.workers)
         resources:
-            gpu=lambda wc: int(wc.workers) if USE_GPU else 0,
+            **cluster(gpu=lambda wc: int(wc.workers) if USE_GPU else 0,
+                      mem_mb=lambda wc: int(wc.workers) * rgf_mem_mb(_RSC["ny"], _RSC["nz"], _RSC["xuc"]),
+                      runtime=lambda wc: rgf_minutes(_RSC["ny"], _RSC["nz"], _RSC["xuc"], _RSC["ne"], USE_GPU,
+                                                     workers=int(wc.workers))),
         shell:
             "{SOLVER} rgf scaling-run --workers {wildcards.workers} --chunks {wildcards.chunks} "
             "--devices {params.devices} --out {output.csv} --chunk-dir {params.chunk_dir} -- "
@@ -131,7 +145,8 @@ if enabled("rgf"):
             bench("rgf", "cases")
         threads: workflow.cores
         resources:
-            gpu=1 if 5 in RGF_CASES else 0,
+            **cluster(gpu=1 if 5 in RGF_CASES else 0, mem_mb=rgf_mem_mb(_RC["ny"], _RC["nz"], _RC["xuc"]),
+                      runtime=rgf_minutes(_RC["ny"], _RC["nz"], _RC["xuc"], 10 * len(RGF_CASES), False)),
         shell:
             "NUMBA_NUM_THREADS={threads} {SOLVER} rgf cases --out {output.csv} --fig {output.fig} "
             "--cases {params.cases} --ny {_RC[ny]} --nz {_RC[nz]} --xuc {_RC[xuc]} --energy {_RC[energy]} > {log} 2>&1"
@@ -148,6 +163,11 @@ if enabled("rgf"):
         benchmark:
             bench("rgf", "cost")
         threads: 1
+        resources:
+            **cluster(mem_mb=rgf_cost_mem_mb(_RK["sections"], _RK["lengths"]),
+                      runtime=rgf_cost_minutes(_RK["sections"], _RK["lengths"])),
+        group:
+            "rgf_small"
         shell:
             "OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1 "
             "{SOLVER} rgf cost --out {output.csv} --fig {output.fig} --lengths {params.lengths} "

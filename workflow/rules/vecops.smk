@@ -42,6 +42,10 @@ if enabled("vecops"):
         benchmark:
             bench("vecops", "bench_{vname}_cpu")
         threads: max(1, workflow.cores)
+        resources:
+            **cluster(mem_mb=vecops_mem_mb("cpu"), runtime=VECOPS_MINUTES),
+        group:
+            "vecops_cpu"
         shell:
             "{SOLVER} vecops bench --figure {params.fig} --device cpu --config-json {params.cfg:q} "
             "--out {output.csv} > {log} 2>&1"
@@ -57,6 +61,10 @@ if enabled("vecops"):
         benchmark:
             bench("vecops", "ceilings_cpu")
         threads: max(1, workflow.cores)
+        resources:
+            **cluster(mem_mb=vecops_mem_mb("cpu"), runtime=VECOPS_MINUTES),
+        group:
+            "vecops_cpu"
         shell:
             "{SOLVER} vecops ceilings --device cpu --config-json {params.cfg:q} --out {output.csv} > {log} 2>&1"
 
@@ -77,7 +85,9 @@ if enabled("vecops"):
                 bench("vecops", "bench_{vname}_gpu")
             threads: 1
             resources:
-                gpu=1,
+                **cluster(gpu=1, mem_mb=vecops_mem_mb("gpu"), runtime=VECOPS_MINUTES),
+            group:
+                "vecops_gpu"
             shell:
                 "{SOLVER} vecops bench --figure {params.fig} --device gpu --config-json {params.cfg:q} "
                 "--out {output.csv} > {log} 2>&1"
@@ -94,7 +104,9 @@ if enabled("vecops"):
                 bench("vecops", "ceilings_gpu")
             threads: 1
             resources:
-                gpu=1,
+                **cluster(gpu=1, mem_mb=vecops_mem_mb("gpu"), runtime=VECOPS_MINUTES),
+            group:
+                "vecops_gpu"
             shell:
                 "{SOLVER} vecops ceilings --device gpu --config-json {params.cfg:q} --out {output.csv} > {log} 2>&1"
 
@@ -108,7 +120,9 @@ if enabled("vecops"):
                 logf("vecops", "table1"),
             threads: 1
             resources:
-                gpu=1,
+                **cluster(gpu=1, mem_mb=vecops_mem_mb("gpu"), runtime=VECOPS_MINUTES),
+            group:
+                "vecops_gpu"
             shell:
                 "{SOLVER} vecops table1 --gpu --config-json {params.cfg:q} --out {output.csv} > {log} 2>&1"
 
@@ -123,6 +137,10 @@ if enabled("vecops"):
             log:
                 logf("vecops", "table1"),
             threads: 1
+            resources:
+                **cluster(mem_mb=vecops_mem_mb("cpu"), runtime=VECOPS_MINUTES),
+            group:
+                "vecops_cpu"
             shell:
                 "{SOLVER} vecops table1 --config-json {params.cfg:q} --out {output.csv} > {log} 2>&1"
 
