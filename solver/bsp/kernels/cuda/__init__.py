@@ -5,11 +5,13 @@ phases stay on the array reference).
 
     weno.py        + weno.cu               WENO_x, WENO_w, WENO_phi
     scattering.py  + scattering.cu         scat_gain, scat_loss
-    eigen.py       + eigen.cu              eigen (kernels eigenvalues + ipim, variant numerics.ipim)
+    eigen.py       + eigen.cu, eigen_nr.cu eigen (kernels eigenvalues / eigenvalues_nr, variant numerics.eigen;
+                                           ipim, variant numerics.ipim)
     frechet.py     + frechet.cu            Frechet
     newton.py      + newton.cu,            construct_linsys, solve_linsys (variant numerics.linsys),
                      cyclic_reduction.cu   newton_rhs, newton_norms
-    dense.py       (cuSOLVER)              the dense Newton system (numerics.linsys: dense)
+    dense.py       (cuSOLVER)              the dense Newton system (numerics.linsys: dense, the baseline)
+    (solver/bsp/blocktri_batched.py: the batched block solve of numerics.linsys: batched_cr, array code)
 """
 from __future__ import annotations
 
