@@ -244,13 +244,13 @@ def _import_with(fake, names):
 
 @pytest.fixture(scope="session")
 def emulated_cuda(tmp_path_factory):
-    """solver.bsp.kernels.cuda (``.TABLE``) and its launchers (``.weno``, ``.scattering``, ``.eigen``,
+    """solver.bsp.kernels.cuda (``.TABLE``) and its launchers (``.weno``, ``.rk``, ``.scattering``, ``.eigen``,
     ``.frechet``, ``.newton``, ``.dense``) imported against the stand-in cupy (``.cupy``): the
     Python launchers run the .cu sources compiled for the host."""
     if shutil.which("g++") is None:
         pytest.skip("needs g++ (C++20) to run the CUDA sources on the host")
     fake = fake_cupy(tmp_path_factory.mktemp("cuda_emulation"))
-    return _import_with(fake, ("weno", "scattering", "eigen", "frechet", "newton", "dense", "_build"))
+    return _import_with(fake, ("weno", "rk", "scattering", "eigen", "frechet", "newton", "dense", "_build"))
 
 
 @pytest.fixture

@@ -1,8 +1,8 @@
 """The dispatch of the BSP fast paths (solver/bsp/kernels/__init__.py): one table per backend,
 phase name -> function; only a missing CuPy or numba means no fast path; the variant keys
-numerics.linsys / numerics.eigen / numerics.ipim; implementations() for run.json; and whole runs
-with every fast path against the array reference (numerics.kernels auto vs array), and with the
-array-code variant numerics.linsys = batched_cr against SuperLU."""
+numerics.linsys / numerics.eigen / numerics.ipim / numerics.bte_kernels; implementations() for
+run.json; and whole runs with every fast path against the array reference (numerics.kernels auto
+vs array), and with the array-code variant numerics.linsys = batched_cr against SuperLU."""
 import importlib
 import sys
 
@@ -28,7 +28,7 @@ def rel(a, b):
 
 
 def test_phases_are_the_papers_names():
-    assert kernels.PHASES == ("WENO_x", "WENO_w", "WENO_phi", "scat_gain", "scat_loss", "eigen", "Frechet",
+    assert kernels.PHASES == ("WENO_x", "WENO_w", "WENO_phi", "scat_gain", "scat_loss", "RK", "eigen", "Frechet",
                               "construct_linsys", "solve_linsys", "newton_rhs", "newton_norms")
     with pytest.raises(KeyError, match="no BSP phase 'gain'"):
         kernels.lookup(model(), NP_BE, "gain")
@@ -42,13 +42,16 @@ def test_numpy_has_no_fast_paths():
 
 def test_numba_table():
     pytest.importorskip("numba")
-    from solver.bsp.kernels.numba import scattering, weno as nweno
+    from solver.bsp.kernels.numba import iter as niter, scattering, weno as nweno
     be = get_backend("numba", threads=2)
     m, ma = model(), model("numerics.kernels=array")
     assert kernels.REGISTRY.table("numba") == {"WENO_x": nweno.weno_x, "WENO_w": nweno.weno_w,
                                                "WENO_phi": nweno.weno_phi, "scat_gain": scattering.scat_gain,
-                                               "scat_loss": scattering.scat_loss}
-    for name in BTE_PHASES:
+                                               "scat_loss": scattering.scat_loss, "eigen": niter.eigen,
+                                               "Frechet": niter.frechet, "construct_linsys": niter.construct_linsys,
+                                               "solve_linsys": niter.solve_linsys, "newton_rhs": niter.newton_rhs,
+                                               "newton_norms": niter.newton_norms}
+    for name in BTE_PHASES + ("eigen", "Frechet", "construct_linsys", "solve_linsys"):
         assert kernels.lookup(m, be, name) is not None, name
         assert kernels.lookup(ma, be, name) is None, name
 
@@ -91,7 +94,8 @@ def test_a_broken_fast_path_module_fails_loudly(monkeypatch, tmp_path, stub_cupy
 
 
 @pytest.mark.parametrize("key,value", [("numerics.linsys", "thomas"), ("numerics.ipim", "c"),
-                                       ("numerics.eigen", "jacobi"), ("numerics.linsys", "block_cr")])
+                                       ("numerics.eigen", "jacobi"), ("numerics.linsys", "block_cr"),
+                                       ("numerics.bte_kernels", "bitwise")])
 def test_bad_variant_is_a_one_line_config_error(key, value):
     extra = ["mesh.NZ=129"] if value == "block_cr" else []
     with pytest.raises(ConfigError) as exc:
@@ -104,6 +108,7 @@ def test_variant_defaults_are_the_reference_behaviour():
     cfg = load(None, [])
     assert cfg["numerics"]["linsys"] == "auto" and cfg["numerics"]["ipim"] == "a"
     assert cfg["numerics"]["eigen"] == "auto"
+    assert cfg["numerics"]["bte_kernels"] == "fast"  # the issue-13 kernels; exact = the bit-identical baseline
     assert kernels.linsys_variant(model("mesh.NZ=65")) == "block_cr"
     assert kernels.linsys_variant(model("mesh.NZ=127")) == "block_cr"
     assert kernels.linsys_variant(model("mesh.NZ=129")) == "batched_cr"
@@ -131,6 +136,21 @@ def test_batched_cr_is_an_array_variant_on_every_backend():
     assert impl["eigen"] == "solver.bsp.schrodinger.eigen"
 
 
+def test_batched_cr_replaces_the_numba_newton_system():
+    """On numba, batched_cr set explicitly runs instead of the numba table's CR kernels."""
+    pytest.importorskip("numba")
+    from solver.bsp import blocktri_batched
+    from solver.bsp.kernels.numba import iter as niter
+    nb = get_backend("numba", threads=2)
+    m = model("numerics.linsys=batched_cr")
+    assert kernels.lookup(m, nb, "construct_linsys") is blocktri_batched.construct_linsys
+    assert kernels.lookup(m, nb, "solve_linsys") is blocktri_batched.solve_linsys
+    assert kernels.lookup(model(), nb, "solve_linsys") is niter.solve_linsys
+    impl = kernels.implementations(m, nb)
+    assert impl["solve_linsys"] == "solver.bsp.blocktri_batched.solve_linsys [numerics.linsys=batched_cr]"
+    assert impl["eigen"] == "solver.bsp.kernels.numba.iter.eigen"
+
+
 def test_implementations_numpy():
     impl = kernels.implementations(model(), NP_BE)
     assert impl == kernels.REFERENCE
@@ -148,7 +168,8 @@ def test_implementations_numba():
     assert list(impl) == list(kernels.PHASES)
     for p in BTE_PHASES:
         assert impl[p].startswith("solver.bsp.kernels.numba."), impl[p]
-    assert impl["eigen"] == "solver.bsp.schrodinger.eigen"
+    assert impl["eigen"] == "solver.bsp.kernels.numba.iter.eigen"  # no variant key on the CPU
+    assert impl["RK"] == "solver.bsp.bte.rk_update"  # the RK fast path is CUDA only
     assert kernels.implementations(model("numerics.kernels=array"), be) == kernels.REFERENCE
 
 
@@ -157,7 +178,9 @@ def test_implementations_cupy_behind_a_stand_in(emulated_cuda, monkeypatch):
     be = type("B", (), {"name": "cupy"})()
     impl = kernels.implementations(model("mesh.NZ=65", "numerics.ipim=b"), be)
     assert list(impl) == list(kernels.PHASES)
-    assert impl["WENO_x"] == "solver.bsp.kernels.cuda.weno.weno_x"
+    assert impl["WENO_x"] == "solver.bsp.kernels.cuda.weno.weno_x [numerics.bte_kernels=fast]"
+    assert impl["RK"] == "solver.bsp.kernels.cuda.rk.rk_update [numerics.bte_kernels=fast]"
+    assert impl["scat_gain"] == "solver.bsp.kernels.cuda.scattering.scat_gain"
     assert impl["eigen"] == "solver.bsp.kernels.cuda.eigen.eigen [numerics.eigen=newton, numerics.ipim=b]"
     assert impl["solve_linsys"] == "solver.bsp.kernels.cuda.newton.solve_linsys [numerics.linsys=block_cr]"
     assert impl["construct_linsys"].endswith("[numerics.linsys=block_cr]")
@@ -168,6 +191,18 @@ def test_implementations_cupy_behind_a_stand_in(emulated_cuda, monkeypatch):
     assert big["eigen"].endswith("[numerics.eigen=bisection, numerics.ipim=a]")
     dense = kernels.implementations(model("mesh.NZ=129", "numerics.linsys=dense"), be)
     assert dense["construct_linsys"].endswith("[numerics.linsys=dense]")
+    exact = kernels.implementations(model("numerics.bte_kernels=exact"), be)
+    assert exact["WENO_phi"] == "solver.bsp.kernels.cuda.weno.weno_phi [numerics.bte_kernels=exact]"
+    assert exact["RK"] == "solver.bsp.bte.rk_update"  # no RK fast path: rhs + rk3_combine, DENS as array code
+
+
+def test_rk_fast_path_only_with_fast_bte_kernels(emulated_cuda, monkeypatch):
+    monkeypatch.setattr(kernels, "REGISTRY", Registry("bsp", {"cupy": lambda: emulated_cuda.TABLE}))
+    be = type("B", (), {"name": "cupy"})()
+    assert kernels.lookup(model(), be, "RK") is emulated_cuda.rk.rk_update
+    assert kernels.lookup(model("numerics.bte_kernels=exact"), be, "RK") is None
+    assert kernels.lookup(model("numerics.bte_kernels=exact"), be, "WENO_x") is emulated_cuda.weno.weno_x
+    assert kernels.lookup(model("numerics.kernels=array"), be, "RK") is None
 
 
 def test_run_records_the_implementations(tmp_path):
@@ -180,49 +215,64 @@ def test_run_records_the_implementations(tmp_path):
 
 
 # ---------------------------------------------------------------------------- whole runs
-def test_emulated_run_fast_vs_array(emulated_cuda, monkeypatch):
-    """Whole time steps through the hooks (numpy backend dispatching to the emulated BTE kernels)."""
+@pytest.mark.parametrize("variant,tol", [("exact", 1e-12), ("fast", 1e-10)])
+def test_emulated_run_fast_vs_array(emulated_cuda, monkeypatch, variant, tol):
+    """Whole time steps through the hooks (numpy backend dispatching to the emulated BTE kernels,
+    RK included) against the NumPy array path; numerics.bte_kernels exact and fast."""
     from solver.bsp.simulation import Simulation
 
-    table = {p: emulated_cuda.TABLE[p] for p in BTE_PHASES}
+    table = {p: emulated_cuda.TABLE[p] for p in BTE_PHASES + ("RK",)}
     monkeypatch.setattr(kernels, "REGISTRY", Registry("bsp", {"numpy": lambda: table}))
     states = {}
     for mode in ("array", "auto"):
         cfg = load(None, ["mesh.N_sbn=3", "mesh.NX=9", "mesh.NZ=13", "mesh.NW=16", "mesh.NPHI=8",
                           "output.progress=false", "numerics.backend=numpy", f"numerics.kernels={mode}",
-                          "time.steps=5", "time.t_end_ps=null"])
+                          f"numerics.bte_kernels={variant}", "time.steps=5", "time.t_end_ps=null"])
         sim = Simulation(cfg, NP_BE, None, progress=False)
         assert (kernels.lookup(sim.model, NP_BE, "scat_gain") is emulated_cuda.scattering.scat_gain) == (mode == "auto")
+        fast_rk = mode == "auto" and variant == "fast"
+        assert (kernels.lookup(sim.model, NP_BE, "RK") is emulated_cuda.rk.rk_update) == fast_rk
         sim.run(resume=False)
-        states[mode] = {k: np.asarray(getattr(sim.state, k)) for k in ("Phi", "V", "eps", "rho")}
+        states[mode] = {k: np.asarray(getattr(sim.state, k)) for k in ("Phi", "V", "eps", "rho", "PhiHat")}
+        assert sim.state.step == 5
+        if fast_rk:  # DENS came from the RK kernel: the densities of the final Phi
+            from solver.bsp import dens
+            rho, PhiHat = dens.dens(sim.model, NP_BE, sim.state.Phi)
+            assert rel(sim.state.rho, rho) <= 1e-14 and rel(sim.state.PhiHat, PhiHat) <= 1e-14
     for k, v in states["auto"].items():
-        assert rel(v, states["array"][k]) <= 1e-12, (k, rel(v, states["array"][k]))
+        assert rel(v, states["array"][k]) <= tol, (k, rel(v, states["array"][k]))
 
 
 def test_emulated_iter_run_fast_vs_array(emulated_cuda, monkeypatch):
-    """Whole time steps with the ITER fast paths of the default GPU config at NZ > 127 (the numpy
-    backend dispatching to the emulated eigen, Frechet and Newton kernels): warm-started
-    Newton-Raphson eigenvalues and the batched block solve (cuBLAS stood in by numpy's batched
-    LU), against the array reference (LAPACK + SuperLU).  (The CR kernels emulate one OS thread
-    per CUDA thread: too slow for whole runs; test_bsp_kernels_cuda_newton checks them.)"""
+    """Whole time steps with the ITER fast paths of the default GPU config beyond MAX_NZ (the numpy
+    backend dispatching to the emulated eigen, Frechet and Newton kernels; newton.solve_linsys runs
+    numerics.linsys auto = batched_cr there; MAX_NZ lowered to 11 so that NZ = 13 is beyond it and
+    the run stays small): warm-started Newton-Raphson eigenvalues and the batched block solve
+    (cuBLAS stood in by numpy's batched LU), against the array reference (LAPACK + SuperLU).
+    (The CR kernels emulate one OS thread per CUDA thread: too slow for whole runs;
+    test_bsp_kernels_cuda_newton checks them.)"""
+    from solver.bsp import blocktri
     from solver.bsp.simulation import Simulation
 
-    eigen, linsys = "newton", "batched_cr"
+    monkeypatch.setattr(blocktri, "MAX_NZ", 11)
 
     names = ("eigen", "Frechet", "construct_linsys", "solve_linsys", "newton_rhs", "newton_norms")
     table = {p: emulated_cuda.TABLE[p] for p in names}
     monkeypatch.setattr(kernels, "REGISTRY", Registry("bsp", {"numpy": lambda: table}))
+    solves = []
+    real = emulated_cuda.newton.solve_linsys_batched
+    monkeypatch.setattr(emulated_cuda.newton, "solve_linsys_batched", lambda *a: solves.append(1) or real(*a))
     states = {}
     for mode in ("array", "auto"):
         cfg = load(None, ["mesh.N_sbn=3", "mesh.NX=9", "mesh.NZ=13", "mesh.NW=16", "mesh.NPHI=8",
                           "output.progress=false", "numerics.backend=numpy", f"numerics.kernels={mode}",
-                          f"numerics.eigen={eigen}", f"numerics.linsys={linsys}", "time.steps=4", "time.t_end_ps=null"])
+                          "time.steps=4", "time.t_end_ps=null"])
         sim = Simulation(cfg, NP_BE, None, progress=False)
         impl = kernels.implementations(sim.model, NP_BE)
-        assert (impl["eigen"] == f"solver.bsp.kernels.cuda.eigen.eigen [numerics.eigen={eigen}, numerics.ipim=a]"
-                if mode == "auto" else impl == kernels.REFERENCE)
+        assert impl["eigen"] == ("solver.bsp.kernels.cuda.eigen.eigen" if mode == "auto" else "solver.bsp.schrodinger.eigen")
         sim.run(resume=False)
         states[mode] = {k: np.asarray(getattr(sim.state, k)) for k in ("Phi", "V", "eps", "rho")}
+    assert solves  # the batched block solve ran (auto beyond MAX_NZ)
     for k, v in states["auto"].items():
         assert rel(v, states["array"][k]) <= 1e-10, (k, rel(v, states["array"][k]))
 
@@ -249,8 +299,9 @@ def test_numba_few_steps_fast_equals_array():
 
 @pytest.mark.gpu
 def test_cuda_table_is_the_block_versions(cupy_backend):
-    from solver.bsp.kernels.cuda import eigen, frechet, newton, scattering, weno as cweno
+    from solver.bsp.kernels.cuda import eigen, frechet, newton, rk, scattering, weno as cweno
     m = model("mesh.NX=13", "mesh.NZ=11")
+    assert kernels.lookup(m, cupy_backend, "RK") is rk.rk_update
     for name in ("construct_linsys", "solve_linsys", "newton_rhs", "newton_norms"):
         assert kernels.lookup(m, cupy_backend, name) is getattr(newton, name)
     assert kernels.lookup(m, cupy_backend, "Frechet") is frechet.frechet
@@ -276,6 +327,27 @@ def test_gpu_run_auto_vs_array(cupy_backend, mesh, steps):
     for k in ("Phi", "V", "eps", "rho"):
         r = rel(states["auto"][k], states["array"][k])
         print(f"{steps} steps auto vs array: {k} max rel diff {r:.3e}")
+        assert r <= 1e-10, (k, r)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("variant", ["fast", "exact"])
+def test_gpu_run_bitwise_reproducible_and_close_to_numpy(cupy_backend, variant):
+    """Two GPU runs with every fast path (numerics.bte_kernels fast / exact) are bitwise identical
+    (no order-varying reductions) and stay within 1e-10 of the NumPy array run after 10 steps."""
+    from solver.bsp.simulation import Simulation
+    base = ["mesh.N_sbn=3", "mesh.NX=17", "mesh.NZ=17", "mesh.NW=40", "mesh.NPHI=12", "output.progress=false",
+            f"numerics.bte_kernels={variant}", "time.steps=10", "time.t_end_ps=null"]
+    runs = []
+    for be, extra in ((cupy_backend, ["numerics.backend=cupy"]), (cupy_backend, ["numerics.backend=cupy"]),
+                      (NP_BE, ["numerics.backend=numpy", "numerics.kernels=array"])):
+        sim = Simulation(load(None, base + extra), be, None, progress=False)
+        sim.run(resume=False)
+        runs.append({k: be.to_numpy(getattr(sim.state, k)) for k in ("Phi", "V", "eps", "rho")})
+    for k in ("Phi", "V", "eps", "rho"):
+        assert np.array_equal(runs[0][k], runs[1][k]), k
+        r = rel(runs[0][k], runs[2][k])
+        print(f"10 steps cupy {variant} vs numpy: {k} max rel diff {r:.3e}")
         assert r <= 1e-10, (k, r)
 
 

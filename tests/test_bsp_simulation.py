@@ -263,3 +263,22 @@ def test_overlap_switch_is_accepted_and_a_no_op_on_the_cpu():
     assert not any("overlapped" in k for k in runs["true"][1])
     with pytest.raises(Exception, match="overlap"):
         cfg_of("numerics.overlap=3", steps=1)
+
+
+def test_checkpoint_keeps_the_densities_as_computed(tmp_path):
+    """rho and PhiHat come back from the checkpoint as the run had them, not recomputed by the
+    array DENS: the RK fast path forms them in its own summation order (last-bit differences),
+    and a resumed run must continue from the same bits.  Perturbed here so that a recomputation
+    would show."""
+    cfg = cfg_of("output.checkpoint_every_steps=1", steps=2)
+    sim = sim_of(cfg, tmp_path)
+    sim._timer_rows = []  # as Simulation.run
+    sim.startup()
+    sim.step()
+    sim.state.rho = sim.state.rho * (1 + 1e-13)
+    sim.state.PhiHat = sim.state.PhiHat * (1 - 1e-13)
+    sim.save_checkpoint()
+    back = sim_of(cfg, tmp_path)
+    assert back.load_checkpoint(tmp_path / CHECKPOINT)
+    np.testing.assert_array_equal(back.state.rho, sim.state.rho)
+    np.testing.assert_array_equal(back.state.PhiHat, sim.state.PhiHat)

@@ -9,6 +9,10 @@
     s = 0: Phi^1   = Phi^0 + dt H^0
     s = 1: Phi^2   = 3/4 Phi^0 + 1/4 (Phi^1 + dt H^1)
     s = 2: Phi^n+1 = 1/3 Phi^0 + 2/3 (Phi^2 + dt H^2)
+
+``advance`` runs one stage (phases above plus ``RK``).  With the RK fast path (cupy,
+numerics.bte_kernels fast) H is never formed: the terms G, Lc and the three WENO terms go to one
+kernel that writes Phi^{s+1} and its densities (DENS); ``rk_update`` is that path's reference.
 """
 from __future__ import annotations
 
@@ -16,6 +20,8 @@ from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
 
+from solver.bsp import dens as _dens
+from solver.bsp import kernels as _kernels
 from solver.bsp import scattering as _scat
 from solver.bsp import weno
 
@@ -60,13 +66,17 @@ def x_term(model, backend, Phi, sd: StageData):
                         closed=sd.closed)
 
 
+def _scattering_on(model, sd: StageData) -> bool:
+    if sd.scattering is None:
+        return bool(model.cfg["physics"].get("scattering", True))
+    return sd.scattering
+
+
 def rhs(model, backend, Phi, sd: StageData, timer=None, dx=None):
     """H(Phi) = -(WENO x + w + phi) + G - L, a new array of Phi's shape.  ``dx``: the x term of
     this Phi and stage, already computed (``x_term``; it is consumed), else computed here."""
     xp = backend.xp
-    scat = sd.scattering
-    if scat is None:
-        scat = bool(model.cfg["physics"].get("scattering", True))
+    scat = _scattering_on(model, sd)
     if scat:
         with _phase(timer, "scat_gain"):
             G = _scat.scat_gain(model, backend, sd.PhiHat, sd.eps, sd.W, sd.mechanisms)
@@ -92,6 +102,56 @@ def rhs(model, backend, Phi, sd: StageData, timer=None, dx=None):
         out -= t
         del t
     return out
+
+
+def rhs_parts(model, backend, Phi, sd: StageData, timer=None, dx=None):
+    """The parts of H, for the RK fast path: (G, Lc, (x, w, phi terms)); G and Lc are None
+    without scattering.  Phases and ``dx`` as ``rhs``."""
+    G = Lc = None
+    if _scattering_on(model, sd):
+        with _phase(timer, "scat_gain"):
+            G = _scat.scat_gain(model, backend, sd.PhiHat, sd.eps, sd.W, sd.mechanisms)
+        with _phase(timer, "scat_loss"):
+            Lc = _scat.scat_loss(model, backend, sd.eps, sd.W, sd.mechanisms)
+    with _phase(timer, "WENO_x") if dx is None else nullcontext():
+        tx = x_term(model, backend, Phi, sd) if dx is None else dx
+    with _phase(timer, "WENO_w"):
+        tw = weno.weno_w(model, backend, Phi, sd.deps_dx)
+    with _phase(timer, "WENO_phi"):
+        tphi = weno.weno_phi(model, backend, Phi, sd.deps_dx, sd.A_eps)
+    return G, Lc, (tx, tw, tphi)
+
+
+def advance(model, backend, s, Phi0, Phi, sd: StageData, dt, timer=None, dx=None):
+    """RK stage s on ``Phi``: (Phi^{s+1}, dens), dens = (rho, PhiHat) of Phi^{s+1} where the RK
+    fast path formed them on the way, else None (the caller runs DENS).  Phases: those of ``rhs``
+    and ``RK``."""
+    fast = _kernels.lookup(model, backend, "RK")
+    if fast is None:
+        L = rhs(model, backend, Phi, sd, timer=timer, dx=dx)
+        with _phase(timer, "RK"):
+            return rk3_combine(s, Phi0, Phi, L, dt), None
+    G, Lc, terms = rhs_parts(model, backend, Phi, sd, timer=timer, dx=dx)
+    with _phase(timer, "RK"):
+        Phi1, rho, PhiHat = fast(model, backend, s, Phi0, Phi, G, Lc, terms, dt)
+    return Phi1, (rho, PhiHat)
+
+
+def rk_update(model, backend, s, Phi0, Phi, G, Lc, terms, dt):
+    """Reference of the RK fast path: H = G - Lc Phi - (x + w + phi terms) as ``rhs`` sums it
+    (G, Lc None: no scattering), ``rk3_combine`` and DENS of the result: (Phi^{s+1}, rho, PhiHat)."""
+    xp = backend.xp
+    if G is not None:
+        H = Lc[..., None] * Phi
+        xp.subtract(G[..., None], H, out=H)
+        H -= terms[0]
+    else:
+        H = xp.negative(terms[0])
+    for t in terms[1:]:
+        H -= t
+    Phi1 = rk3_combine(s, Phi0, Phi, H, dt)
+    rho, PhiHat = _dens.dens(model, backend, Phi1)
+    return Phi1, rho, PhiHat
 
 
 RK3 = ((1.0, 0.0), (0.25, 0.75), (2.0 / 3.0, 1.0 / 3.0))  # (c, 1 - c): Phi^{s+1} = (1-c) Phi^0 + c (Phi^s + dt H)

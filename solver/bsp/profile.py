@@ -315,14 +315,6 @@ PAPER_T4 = {"cuda_eigenvalues_NR": (245.1, 205.4), "cuda_tridiag_Thomas": (774.8
             "cuda_compute_frechet": (3994.6, 322.2), "cuda_constrlinsys": (1055.2, 692.1),
             "cuda_matvec_product": (6499.4, 5194.5), "cuda_update_x": (1376.8, 1496.7)}
 
-_SPIN_SRC = r"""
-extern "C" __global__ void spin(long long cycles) {
-    long long t0 = clock64();
-    while (clock64() - t0 < cycles) { }
-}
-"""
-
-
 def _copy(cp, a):
     if isinstance(a, cp.ndarray):
         return a.copy()
@@ -337,7 +329,9 @@ class SpinTimer:
 
     def __init__(self, cp, spin_cycles=2_000_000):
         self.cp = cp
-        self.spin = cp.RawKernel(_SPIN_SRC, "spin")
+        from solver.bsp.kernels.cuda import _build
+
+        self.spin = _build.function("spin.cu", "spin")
         self.cycles = np.int64(spin_cycles)
         e0, e1 = cp.cuda.Event(), cp.cuda.Event()
         self.spin((1,), (1,), (self.cycles,))

@@ -3,7 +3,8 @@ TVD-RK3 steps with the Schroedinger-Poisson block re-solved after every stage, t
 time step, outputs at a cadence, checkpoint and resume, phase timers named as in the papers.
 
 Each RK stage: overlap W from the current chi; BTE right-hand side (WENO x, w, phi and
-scattering gain/loss) on the stage data; RK update; DENS; ITER (POTENTIAL); d eps/dx.
+scattering gain/loss) on the stage data; RK update; DENS; ITER (POTENTIAL); d eps/dx.  (With the
+RK fast path, bte.advance forms DENS inside the RK update.)
 """
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from solver.timing import PhaseTimer
 
 CHECKPOINT = "checkpoint.h5"
 STATE_ARRAYS = ("Phi", "V", "eps", "chi", "deps_dx")
+DENS_ARRAYS = ("rho", "PhiHat")  # DENS of Phi, stored as the run computed them
 
 
 @dataclass
@@ -38,7 +40,8 @@ class State:
     t: float = 0.0  # dimensionless time
     A_eps: float = 0.0
     newton_iterations: int = 0  # of the last step
-    # derived from Phi by DENS (recomputed, never checkpointed)
+    # derived from Phi by DENS (checkpointed as computed: the RK fast path forms them in its own
+    # summation order, so recomputing them on resume would not be bitwise the same)
     rho: object = None
     PhiHat: object = None
     N: object = None
@@ -133,13 +136,14 @@ class Simulation:
                 with tm.phase("BTE"):
                     with tm.phase("overlap"):
                         W = scattering.overlap(m, be, st.chi)
-                    L = bte.rhs(m, be, Phi, self.stage_data(st, W), timer=tm, dx=self._take_dx(st))
-                    with tm.phase("RK"):
-                        Phi = bte.rk3_combine(s, Phi0, Phi, L, dt)
-                    del L
+                    Phi, dn = bte.advance(m, be, s, Phi0, Phi, self.stage_data(st, W), dt, timer=tm,
+                                          dx=self._take_dx(st))
                 st.Phi = Phi
                 with tm.phase("DENS"):
-                    self._dens(st)
+                    if dn is None:
+                        self._dens(st)
+                    else:  # formed by the RK fast path
+                        st.rho, st.PhiHat = dn
                 self._launch_dx(st)
                 with tm.phase("ITER"):
                     res = poisson.potential(m, be, st.V, st.rho, self.eq.V_b, timer=tm,
@@ -229,6 +233,8 @@ class Simulation:
             with h5py.File(tmp, "w") as f:
                 for k in STATE_ARRAYS:
                     f.create_dataset(k, data=be.to_numpy(getattr(st, k)))
+                for k in DENS_ARRAYS:
+                    f.create_dataset(k, data=be.to_numpy(getattr(st, k)))
                 f.create_dataset("V_b", data=be.to_numpy(eq.V_b))
                 f.create_dataset("rho_eq", data=be.to_numpy(eq.rho_eq))
                 for k in ("step", "t", "A_eps", "newton_iterations"):
@@ -269,8 +275,12 @@ class Simulation:
                 self.profiles_t0 = _read_table(f["profiles_t0"])
             if "timers" in f:
                 self._timer_rows = _read_table(f["timers"]).to_dict("records")
-        self._dens(self.state)
+            dens_arrays = {k: be.asarray(f[k][...]) for k in DENS_ARRAYS if k in f}
         st = self.state
+        if len(dens_arrays) == len(DENS_ARRAYS):
+            st.rho, st.PhiHat = dens_arrays["rho"], dens_arrays["PhiHat"]
+        else:  # a checkpoint written before they were stored
+            self._dens(st)
         st.N = poisson.volume_density(self.model, be, st.rho, st.chi)
         return True
 

@@ -16,13 +16,16 @@ A fast path has the name of the reference function it replaces, takes exactly it
 returns the same result (to rounding).  Only a missing CuPy or numba means "no fast path"; any
 other import error fails loudly.  ``numerics.kernels``: ``auto`` (default) = the fast path where
 one exists, ``array`` = the array reference everywhere (the test oracle).  Variants are schema
-keys (``numerics.linsys``, ``numerics.eigen``, ``numerics.ipim``); ``implementations`` says, per
-phase, which function and variant run (written into run.json).
+keys (``numerics.linsys``, ``numerics.eigen``, ``numerics.ipim``, ``numerics.bte_kernels``: they
+choose among the CUDA kernels); ``implementations`` says, per phase, which function and variant run
+(written into run.json).  ``RK`` (the stage update fused with the loss product, the sum of the terms
+and DENS) exists only in the cupy table and only runs with ``numerics.bte_kernels: fast``; without
+it the stage is formed by bte.rhs + bte.rk3_combine and DENS as before.
 
 One variant is array code and so runs on every backend: ``numerics.linsys: batched_cr``
-(solver/bsp/blocktri_batched.py, block cyclic reduction over batched LU / GEMM).  Set
-explicitly, it replaces the reference SuperLU solve where the backend has no kernel of its own
-(numpy, numba); on cupy it is what ``auto`` runs where NZ > MAX_NZ.
+(solver/bsp/blocktri_batched.py, block cyclic reduction over batched LU / GEMM).  Set explicitly,
+it replaces the backend's Newton system on numpy (SuperLU) and numba (the CR kernels); on cupy
+newton.py runs it (construct kernel + the batched solve), and ``auto`` selects it where NZ > MAX_NZ.
 """
 from __future__ import annotations
 
@@ -35,6 +38,7 @@ REFERENCE = {
     "WENO_phi": "solver.bsp.weno.weno_phi",
     "scat_gain": "solver.bsp.scattering.scat_gain",
     "scat_loss": "solver.bsp.scattering.scat_loss",
+    "RK": "solver.bsp.bte.rk_update",
     "eigen": "solver.bsp.schrodinger.eigen",
     "Frechet": "solver.bsp.poisson.frechet",
     "construct_linsys": "solver.bsp.poisson.construct_linsys",
@@ -43,6 +47,8 @@ REFERENCE = {
     "newton_norms": "solver.bsp.poisson.norms",
 }
 PHASES = tuple(REFERENCE)
+FAST_ONLY = frozenset({"RK"})  # fast paths that run only with numerics.bte_kernels: fast
+BTE_VARIANT_PHASES = ("WENO_x", "WENO_w", "WENO_phi", "RK")  # cupy kernels chosen by numerics.bte_kernels
 
 
 def _cupy():
@@ -78,8 +84,13 @@ def lookup(model, backend, name: str):
         raise KeyError(f"no BSP phase {name!r} (phases: {', '.join(PHASES)})")
     if mode(model) == "array":
         return None
-    fast = REGISTRY.lookup(backend.name, name)
-    return fast if fast is not None else _array_variant(model, name)
+    if name in FAST_ONLY and bte_variant(model) != "fast":
+        return None
+    if backend.name != "cupy":  # the CUDA table runs numerics.linsys itself
+        array = _array_variant(model, name)
+        if array is not None:
+            return array
+    return REGISTRY.lookup(backend.name, name)
 
 
 def _array_variant(model, name: str):
@@ -113,7 +124,16 @@ def ipim_variant(model) -> str:
     return _numerics(model, "ipim", "a")
 
 
-def _variant(model, name: str) -> str | None:
+def bte_variant(model) -> str:
+    """The cupy BTE kernels that run (numerics.bte_kernels: fast | exact)."""
+    return _numerics(model, "bte_kernels", "fast")
+
+
+def _variant(model, backend, name: str) -> str | None:
+    if backend.name != "cupy":  # the variant keys choose among the CUDA kernels, except batched_cr
+        return "numerics.linsys=batched_cr" if _array_variant(model, name) is not None else None
+    if name in BTE_VARIANT_PHASES:
+        return f"numerics.bte_kernels={bte_variant(model)}"
     if name in ("construct_linsys", "solve_linsys"):
         return f"numerics.linsys={linsys_variant(model)}"
     if name == "eigen":
@@ -130,6 +150,6 @@ def implementations(model, backend) -> dict:
             out[name] = ref
             continue
         desc = REGISTRY.describe(fast)
-        variant = _variant(model, name)
+        variant = _variant(model, backend, name)
         out[name] = desc if variant is None else f"{desc} [{variant}]"
     return out

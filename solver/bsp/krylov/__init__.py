@@ -10,7 +10,7 @@ Modules, by concern:
 - ``precond``: ``make_preconditioner`` ('none', 'ilut' = scipy spilu, 'ilu0' = numba ILU(0)).
 - ``capture``: the real Newton systems of a short run, to and from HDF5.
 - ``bench``: the Table 2 benchmark and ``run_table2`` (CSV + run.json).
-- ``cli``: ``python -m solver bsp krylov`` (rule bsp_table2).
+- ``cli``: ``python -m solver bsp krylov`` (rule bsp_table2_000_krylov).
 """
 from solver.bsp.krylov.cli import register_cli
 

@@ -3,7 +3,9 @@
 of solver.bsp.kernels.  Importing this package needs CuPy (ModuleNotFoundError otherwise: the
 phases stay on the array reference).
 
-    weno.py        + weno.cu               WENO_x, WENO_w, WENO_phi
+    weno.py        + weno.cu               WENO_x, WENO_w, WENO_phi (variant numerics.bte_kernels)
+    rk.py          + rk.cu                 RK (the stage update fused with the loss product, the
+                                           sum of the terms and DENS; numerics.bte_kernels: fast)
     scattering.py  + scattering.cu         scat_gain, scat_loss
     eigen.py       + eigen.cu, eigen_nr.cu eigen (kernels eigenvalues / eigenvalues_nr, variant numerics.eigen;
                                            ipim, variant numerics.ipim)
@@ -17,7 +19,7 @@ from __future__ import annotations
 
 import cupy  # noqa: F401  (no CuPy: no fast paths)
 
-from solver.bsp.kernels.cuda import eigen, frechet, newton, scattering, weno
+from solver.bsp.kernels.cuda import eigen, frechet, newton, rk, scattering, weno
 
 TABLE = {
     "WENO_x": weno.weno_x,
@@ -25,6 +27,7 @@ TABLE = {
     "WENO_phi": weno.weno_phi,
     "scat_gain": scattering.scat_gain,
     "scat_loss": scattering.scat_loss,
+    "RK": rk.rk_update,
     "eigen": eigen.eigen,
     "Frechet": frechet.frechet,
     "construct_linsys": newton.construct_linsys,

@@ -17,7 +17,7 @@ Variant ``numerics.eigen`` (the eigenvalues):
   ``auto``       (default) newton.
 Variant ``numerics.ipim``: "a" (the matrix from global memory, the default: faster on the H200 at
 every NZ 33..129, 14 % at NZ 65) or "b" (shared memory).  Both are kept: Table 1 of paper 001
-compares them (rule bsp_iter_kernels); docs/performance-ipim.md.
+compares them (rule bsp_tables1_4_001_iter_kernels); docs/performance-ipim.md.
 """
 from __future__ import annotations
 

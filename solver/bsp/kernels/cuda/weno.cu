@@ -1,9 +1,55 @@
 /* WENO-5 x, w and phi terms of the BTE (phases WENO_x, WENO_w, WENO_phi), launched by weno.py.
-   Compiled with --fmad=false: every operation rounds as in the array code (solver/bsp/weno.py),
-   so the results equal the NumPy array path bit for bit (tests/test_bsp_kernels_cuda_weno.py
-   compiles this file with g++ -ffp-contract=off). */
+
+   Two variants of the arithmetic (numerics.bte_kernels), both compiled with --fmad=false:
+   exact (default build): every operation rounds as in the array code (solver/bsp/weno.py), so
+       the results equal the NumPy array path bit for bit (4 IEEE divisions per face);
+   fast (-DBSP_WENO_FAST=1): the same WENO-5 weights and epsilon with the FMAs written out as
+       fma() and one division per face (alpha_k = d_k / q_k, q_k = (eps + IS_k)^2, put over the
+       common denominator q0 q1 q2); within a few ulps of the exact form.  Because the FMAs are
+       explicit and nothing else is contracted, a host build (g++ -ffp-contract=off, correctly
+       rounded fma) computes the same bits as the device.
+   The fast build with -DNPHI_=<NPHI> -DLINES=<lines per block> adds bsp_weno_dphi_tile, the
+   coalesced phi kernel. */
 extern "C" {
 
+#if BSP_WENO_FAST
+/* F(a, b, c, d) of weno._correction with one division:
+   w_k = n_k / s, n0 = 0.1 q1 q2, n1 = 0.6 q0 q2, n2 = 0.3 q0 q1, s = n0 + n1 + n2;
+   F = w0/3 (bc - ab) + (w2 - 1/2)/6 (cd - bc) = [2 n0 (bc - ab) + (n2 - s/2)(cd - bc)] / (6 s).
+   Range: q0 q1 stays finite for IS_k < 1e77 (|differences of g| < ~1e38). */
+__device__ __forceinline__ double weno_corr(double a, double b, double c, double d, double eps)
+{
+    double ab = a - b;
+    double bc = b - c;
+    double cd = c - d;
+    double t0 = fma(-3.0, b, a);
+    double t1 = b + c;
+    double t2 = fma(3.0, c, -d);
+    double is0 = fma(13.0 * ab, ab, fma(3.0 * t0, t0, eps));
+    double is1 = fma(13.0 * bc, bc, fma(3.0 * t1, t1, eps));
+    double is2 = fma(13.0 * cd, cd, fma(3.0 * t2, t2, eps));
+    double q0 = is0 * is0, q1 = is1 * is1, q2 = is2 * is2;
+    double n0 = 0.1 * (q1 * q2);
+    double n1 = 0.6 * (q0 * q2);
+    double n2 = 0.3 * (q0 * q1);
+    double s = (n0 + n1) + n2;
+    double num = fma(2.0 * n0, bc - ab, fma(-0.5, s, n2) * (cd - bc));
+    return num / (6.0 * s);
+}
+
+/* Face h_{j-1/2} from the padded values g_{j-3} .. g_{j+2} (weno5_faces). */
+__device__ __forceinline__ double weno_face(double g0, double g1, double g2, double g3, double g4,
+                                            double g5, int left, double eps)
+{
+    double Dm2 = g1 - g0, Dm1 = g2 - g1, D0 = g3 - g2, Dp1 = g4 - g3, Dp2 = g5 - g4;
+    double h = fma(7.0, g2 + g3, -(g1 + g4)) * (1.0 / 12.0);
+    double a = left ? Dm2 : Dp2;
+    double b = left ? Dm1 : Dp1;
+    double d = left ? Dp1 : Dm1;
+    double corr = weno_corr(a, b, D0, d, eps);
+    return left ? h + corr : h - corr;
+}
+#else
 /* F(a, b, c, d) of weno._correction, in its order of operations. */
 __device__ __forceinline__ double weno_corr(double a, double b, double c, double d, double eps)
 {
@@ -49,6 +95,7 @@ __device__ __forceinline__ double weno_face(double g0, double g1, double g2, dou
     h += left ? corr : -corr;
     return h;
 }
+#endif
 
 /* ------------------------------------------------------------------ x
    thread = (segment, line (nu, p, l, m)); g_k = a1 Phi_k, ghosts g_0 f_left, g_{NX-1} f_right
@@ -215,5 +262,66 @@ __global__ void bsp_weno_dphi(const double* Phi, const double* a3f, const double
     }
 #undef BSP_GPM
 }
+
+#if defined(NPHI_) && defined(LINES)
+/* ------------------------------------------------------------------ phi, coalesced
+   block = LINES whole phi lines (i, nu, p, l): the tile of LINES * NPHI_ contiguous values is read
+   once (coalesced) into shared memory as g+ and g-, one thread per face m - 1/2 (h+ left-biased +
+   h- right-biased, periodic), faces to shared memory, then the differences are written
+   (coalesced).  Same products and faces as bsp_weno_dphi. */
+__global__ void bsp_weno_dphi_tile(const double* Phi, const double* a3f, const double* deps,
+                                   double* out, int NS, int NW, int nline, double alpha, double eps,
+                                   double inv)
+{
+    __shared__ double gp[LINES * NPHI_];
+    __shared__ double gm[LINES * NPHI_];
+    __shared__ double fc[LINES * NPHI_];
+    __shared__ double dl[LINES];
+    __shared__ int row[LINES];
+    long long line0 = (long long)blockIdx.x * LINES;
+    int nl = nline - line0 < LINES ? (int)(nline - line0) : LINES;
+    int n = nl * NPHI_;
+    for (int j = threadIdx.x; j < nl; j += blockDim.x) {
+        long long line = line0 + j;
+        int l = (int)(line % NW);
+        long long ipv = line / NW;
+        int nu = (int)((ipv / NS) % 3);
+        dl[j] = deps[ipv];
+        row[j] = (nu * NW + l) * NPHI_;
+    }
+    __syncthreads();
+    const double* P = Phi + line0 * NPHI_;
+    for (int k = threadIdx.x; k < n; k += blockDim.x) {
+        int j = k / NPHI_;
+        int m = k - j * NPHI_;
+        double a = a3f[row[j] + m] * dl[j];
+        double x = P[k];
+        gp[k] = ((a + alpha) * x) * 0.5;
+        gm[k] = ((a - alpha) * x) * 0.5;
+    }
+    __syncthreads();
+    for (int k = threadIdx.x; k < n; k += blockDim.x) {
+        int j = k / NPHI_;
+        int m = k - j * NPHI_;
+        const double* p = gp + j * NPHI_;
+        const double* q = gm + j * NPHI_;
+        int i[6];
+        for (int r = 0; r < 6; ++r) {
+            int mm = m - 3 + r;
+            i[r] = mm < 0 ? mm + NPHI_ : (mm >= NPHI_ ? mm - NPHI_ : mm);
+        }
+        fc[k] = weno_face(p[i[0]], p[i[1]], p[i[2]], p[i[3]], p[i[4]], p[i[5]], 1, eps)
+              + weno_face(q[i[0]], q[i[1]], q[i[2]], q[i[3]], q[i[4]], q[i[5]], 0, eps);
+    }
+    __syncthreads();
+    double* o = out + line0 * NPHI_;
+    for (int k = threadIdx.x; k < n; k += blockDim.x) {
+        int j = k / NPHI_;
+        int m = k - j * NPHI_;
+        int next = m + 1 == NPHI_ ? j * NPHI_ : k + 1;
+        o[k] = (fc[next] - fc[k]) * inv;
+    }
+}
+#endif
 
 }  /* extern "C" */

@@ -1,6 +1,7 @@
 """CUDA fast paths of the WENO phases (weno.cu): ``weno_x``, ``weno_w``, ``weno_phi`` take exactly
-the arguments of the array functions of solver/bsp/weno.py and return the same result, bit for bit
-(measurements: docs/performance-bte-kernels.md).
+the arguments of the array functions of solver/bsp/weno.py and return the same result: bit for bit
+with ``numerics.bte_kernels: exact``, within a few ulps with ``fast`` (FMAs and one division per
+face; WENO_phi by the coalesced tile kernel) (measurements: docs/performance-bte-kernels.md).
 
 One launch per call, one thread per line segment along the differentiated direction.  The thread
 keeps the six flux products g of the stencil in registers (a sliding window), forms each face once
@@ -10,8 +11,9 @@ zero contact faces), w partner-angle ghosts below w = 0, constant extension abov
 bottom face (h(phi) - h(phi+pi))/2 (the thread of a segment that starts at l = 0 forms the partner
 line's bottom face itself), periodic phi with the Lax-Friedrichs pair g+ (left-biased) + g-
 (right-biased).  Long lines (x, w) are cut into segments so that about 2^18 threads run; a segment
-boundary face is formed by both neighbours (redundancy 1/segment length).  Only float64 is
-computed; other dtypes are converted and the result cast back.
+boundary face is formed by both neighbours (redundancy 1/segment length).  Fast WENO_phi: one
+block per LINES whole phi lines (about TILE values), read coalesced into shared memory, one thread
+per face.  Only float64 is computed; other dtypes are converted and the result cast back.
 """
 from __future__ import annotations
 
@@ -20,18 +22,27 @@ import numpy as np
 import cupy as cp
 
 from solver.bsp import weno as _weno
-from solver.bsp.kernels import f64
+from solver.bsp.kernels import bte_variant, f64
 from solver.bsp.kernels.cuda import _build
 
 SOURCE = "weno.cu"
-OPTIONS = ("--fmad=false",)  # no contraction of a*b + c: each operation rounds as in the array code
+# no implicit contraction of a*b + c: exact rounds each operation as the array code, fast writes
+# its FMAs out (so that the host build of the tests computes the device's bits)
+OPTIONS = ("--fmad=false",)
 BLOCK = 128
 TARGET_THREADS = 1 << 18  # segments per launch: enough threads to fill an H100/H200
 MIN_SEGMENT = 8  # nodes per segment at least (the boundary face is formed twice)
+TILE_BLOCK = 256  # threads per block of the coalesced phi kernel
+TILE = 1536  # values per phi tile (LINES = TILE // NPHI whole lines): 3 x 12 KB of shared memory
+MAX_TILE = 2040  # 3 x 8 x MAX_TILE B + 12 B per line <= 48 KB (static shared memory); longer: strided kernel
 
 
-def _launch(kernel, nthreads, args):
-    _build.launch(_build.function(SOURCE, kernel, OPTIONS), nthreads, BLOCK, args)
+def _defines(model, **extra):
+    return {"BSP_WENO_FAST": 1, **extra} if bte_variant(model) == "fast" else {}
+
+
+def _launch(model, kernel, nthreads, args, block=BLOCK, **extra):
+    _build.launch(_build.function(SOURCE, kernel, OPTIONS, _defines(model, **extra)), nthreads, block, args)
 
 
 def _segments(nline, n):
@@ -68,7 +79,7 @@ def weno_x(model, backend, Phi, rho_eq0, rho_eqL, rho0, rhoL, closed=False, eps=
     out = cp.empty_like(P)
     nline = NV * NS * NW * NPHI
     seg, nseg = _segments(nline, NX)
-    _launch("bsp_weno_dx", nline * nseg, (P, a1, flags) + r + (
+    _launch(model, "bsp_weno_dx", nline * nseg, (P, a1, flags) + r + (
         out, np.int32(NX), np.int32(NS), np.int32(NW), np.int32(NPHI), np.int32(1 if closed else 0),
         np.int32(seg), np.int32(nseg), np.float64(eps), np.float64(1.0 / model.dx)))
     return out.astype(Phi.dtype, copy=False)
@@ -84,9 +95,9 @@ def weno_w(model, backend, Phi, deps_dx, eps=None):
     out = cp.empty_like(P)
     nline = NX * NV * NS * NPHI
     seg, nseg = _segments(nline, NW)
-    _launch("bsp_weno_dw", nline * nseg, (P, a1, d, out, np.int32(NX), np.int32(NS), np.int32(NW),
-                                          np.int32(NPHI), np.int32(seg), np.int32(nseg), np.float64(eps),
-                                          np.float64(1.0 / model.dw)))
+    _launch(model, "bsp_weno_dw", nline * nseg, (P, a1, d, out, np.int32(NX), np.int32(NS), np.int32(NW),
+                                                 np.int32(NPHI), np.int32(seg), np.int32(nseg), np.float64(eps),
+                                                 np.float64(1.0 / model.dw)))
     return out.astype(Phi.dtype, copy=False)
 
 
@@ -99,7 +110,14 @@ def weno_phi(model, backend, Phi, deps_dx, A_eps, eps=None):
     d = f64(cp, deps_dx)
     alpha = float(A_eps * model.A3)  # as the array code forms it (a 0-d array costs one sync)
     out = cp.empty_like(P)
-    _launch("bsp_weno_dphi", NX * NV * NS * NW, (P, a3f, d, out, np.int32(NX), np.int32(NS), np.int32(NW),
-                                                 np.int32(NPHI), np.float64(alpha), np.float64(eps),
-                                                 np.float64(1.0 / model.dphi)))
+    nline = NX * NV * NS * NW
+    lines = max(1, TILE // NPHI)
+    if bte_variant(model) == "fast" and lines * NPHI <= MAX_TILE:
+        _launch(model, "bsp_weno_dphi_tile", -(-nline // lines) * TILE_BLOCK,
+                (P, a3f, d, out, np.int32(NS), np.int32(NW), np.int32(nline), np.float64(alpha),
+                 np.float64(eps), np.float64(1.0 / model.dphi)), block=TILE_BLOCK, NPHI_=NPHI, LINES=lines)
+    else:
+        _launch(model, "bsp_weno_dphi", nline, (P, a3f, d, out, np.int32(NX), np.int32(NS), np.int32(NW),
+                                                np.int32(NPHI), np.float64(alpha), np.float64(eps),
+                                                np.float64(1.0 / model.dphi)))
     return out.astype(Phi.dtype, copy=False)

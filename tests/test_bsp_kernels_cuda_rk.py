@@ -1,0 +1,168 @@
+"""The RK phase: the reference ``bte.rk_update`` (what rhs + rk3_combine + DENS compute, bit for bit),
+``bte.advance`` with and without the fast path, and the CUDA fast path (solver/bsp/kernels/cuda/rk.py
++ rk.cu: the stage update fused with the loss product, the sum of the terms and DENS).
+
+CPU tests: rk.cu compiled with g++ behind a stand-in ``cupy`` (conftest ``emulated_cuda``): Phi^{s+1},
+rho and PhiHat within 1e-12 relative (max |diff| / max |ref|) of the NumPy reference for the three
+stages, with and without scattering, NPHI = 4, 6, 8, 48 (full and partial tiles).  GPU tests (marked
+``gpu``): the same against NumPy on the device, two calls bitwise equal, and the device bits equal
+the host build's.
+"""
+import numpy as np
+import pytest
+
+from solver.backend import get_backend
+from solver.bsp import bte, dens, kernels, scattering
+from solver.dispatch import Registry
+
+NP_BE = get_backend("numpy")
+TOL = 1e-12
+
+
+def _parts(bte_cases, m, rng):
+    d = bte_cases.inputs(m, rng, "random")
+    P = d["Phi"]
+    P0 = P * (1.0 + 0.2 * rng.random(P.shape))
+    G = scattering.scat_gain(m, NP_BE, d["PhiHat"], d["eps"], d["W"])
+    Lc = scattering.scat_loss(m, NP_BE, d["eps"], d["W"])
+    scale = np.abs(G).max() / np.abs(P).max()
+    terms = tuple(scale * rng.standard_normal(P.shape) for _ in range(3))
+    return d, P0, P, G, Lc, terms
+
+
+def _stage_data(m, d, scattering_on=True):
+    return bte.StageData(eps=d["eps"], deps_dx=d["deps"], W=d["W"], PhiHat=d["PhiHat"], rho=d["rho"],
+                         rho_eq=d["rho_eq"], A_eps=d["A"], scattering=scattering_on)
+
+
+@pytest.mark.parametrize("scat", [True, False])
+def test_rk_update_is_rhs_plus_rk3_combine_plus_dens(bte_cases, rng, scat):
+    """The reference of the fast path computes what the array path computes, bit for bit."""
+    m = bte_cases.model(NX=9, NS=2, NW=12, NPHI=8, kernels_mode="array")
+    d, P0, P, *_ = _parts(bte_cases, m, rng)
+    sd = _stage_data(m, d, scat)
+    dt = 0.3 * m.dt_max(d["A"])
+    for s in range(3):
+        L = bte.rhs(m, NP_BE, P, sd)
+        ref = bte.rk3_combine(s, P0, P, L, dt)
+        G, Lc, terms = bte.rhs_parts(m, NP_BE, P, sd)
+        assert (G is None) == (not scat)
+        got, rho, PhiHat = bte.rk_update(m, NP_BE, s, P0, P, G, Lc, terms, dt)
+        assert np.array_equal(got, ref)
+        r2, PH2 = dens.dens(m, NP_BE, ref)
+        assert np.array_equal(rho, r2) and np.array_equal(PhiHat, PH2)
+        adv, dn = bte.advance(m, NP_BE, s, P0, P, sd, dt)  # no RK fast path on numpy
+        assert dn is None and np.array_equal(adv, ref)
+
+
+@pytest.mark.parametrize("scat", [True, False])
+@pytest.mark.parametrize("mesh", [dict(NX=9, NS=2, NW=20, NPHI=8), dict(NX=9, NS=3, NW=13, NPHI=6),
+                                  dict(NX=9, NS=1, NW=7, NPHI=4), dict(NX=9, NS=2, NW=10, NPHI=48)])
+def test_emulated_rk_matches_reference(emulated_cuda, bte_cases, rng, mesh, scat):
+    """NPHI = 6 and 48: the last block's tile is partial (nline not a multiple of LINES)."""
+    m = bte_cases.model(kernels_mode="array", **mesh)
+    d, P0, P, G, Lc, terms = _parts(bte_cases, m, rng)
+    dt = 0.3 * m.dt_max(d["A"])
+    if not scat:
+        G = Lc = None
+    for s in range(3):
+        ref = bte.rk_update(m, NP_BE, s, P0, P, G, Lc, terms, dt)
+        got = emulated_cuda.rk.rk_update(m, NP_BE, s, P0, P, G, Lc, terms, dt)
+        for name, a, b in zip(("Phi", "rho", "PhiHat"), got, ref):
+            assert a.shape == b.shape and a.dtype == b.dtype
+            assert bte_cases.rel(a, b) <= TOL, (s, name, bte_cases.rel(a, b))
+    opts = [o for code, o in emulated_cuda.cupy.compiled if "bsp_rk_dens" in code]
+    assert opts and all("--fmad=false" in o for o in opts)
+
+
+def test_emulated_advance_with_the_rk_fast_path(emulated_cuda, bte_cases, rng, monkeypatch):
+    """bte.advance through the hooks (every BTE phase and RK emulated) against the array path:
+    one stage within 1e-12, the densities returned with it."""
+    table = {p: emulated_cuda.TABLE[p] for p in ("WENO_x", "WENO_w", "WENO_phi", "scat_gain", "scat_loss", "RK")}
+    monkeypatch.setattr(kernels, "REGISTRY", Registry("bsp", {"numpy": lambda: table}))
+    mesh = dict(NX=9, NS=2, NW=16, NPHI=8)
+    ma, mr = bte_cases.model(kernels_mode="auto", **mesh), bte_cases.model(kernels_mode="array", **mesh)
+    d, P0, P, *_ = _parts(bte_cases, mr, rng)
+    dt = 0.3 * mr.dt_max(d["A"])
+    for s in range(3):
+        ref, dn0 = bte.advance(mr, NP_BE, s, P0, P, _stage_data(mr, d), dt)
+        got, dn = bte.advance(ma, NP_BE, s, P0, P, _stage_data(ma, d), dt)
+        assert dn0 is None and dn is not None
+        assert bte_cases.rel(got, ref) <= TOL
+        rho, PhiHat = dens.dens(mr, NP_BE, ref)
+        assert bte_cases.rel(dn[0], rho) <= TOL and bte_cases.rel(dn[1], PhiHat) <= TOL
+
+
+# ---------------------------------------------------------------------------- GPU
+def _dev(cp, xs):
+    return [None if x is None else cp.asarray(x) for x in xs]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("scat", [True, False])
+def test_gpu_rk_matches_numpy_reference(cupy_backend, bte_cases, rng, scat):
+    from solver.bsp.kernels.cuda import rk
+    cp = cupy_backend.xp
+    mesh = dict(NX=9, NS=3, NW=40, NPHI=48)
+    ma, mr = bte_cases.model(kernels_mode="auto", **mesh), bte_cases.model(kernels_mode="array", **mesh)
+    assert kernels.lookup(ma, cupy_backend, "RK") is rk.rk_update
+    exact = bte_cases.model(kernels_mode="auto", extra=("numerics.bte_kernels=exact",), **mesh)
+    assert kernels.lookup(exact, cupy_backend, "RK") is None
+    d, P0, P, G, Lc, terms = _parts(bte_cases, mr, rng)
+    if not scat:
+        G = Lc = None
+    dt = 0.3 * mr.dt_max(d["A"])
+    P0g, Pg, Gg, Lcg = _dev(cp, (P0, P, G, Lc))
+    tg = tuple(_dev(cp, terms))
+    for s in range(3):
+        ref = bte.rk_update(mr, NP_BE, s, P0, P, G, Lc, terms, dt)
+        got = [cp.asnumpy(x) for x in rk.rk_update(ma, cupy_backend, s, P0g, Pg, Gg, Lcg, tg, dt)]
+        again = [cp.asnumpy(x) for x in rk.rk_update(ma, cupy_backend, s, P0g, Pg, Gg, Lcg, tg, dt)]
+        for name, a, b, c in zip(("Phi", "rho", "PhiHat"), got, ref, again):
+            r = bte_cases.rel(a, b)
+            print(f"RK s={s} scat={scat} {name}: max rel diff {r:.3e}")
+            assert r <= TOL, (s, name, r)
+            assert np.array_equal(a, c), (s, name)
+
+
+@pytest.mark.gpu
+def test_gpu_rk_equals_its_host_build(cupy_backend, emulated_cuda, bte_cases, rng):
+    """FMAs written out, --fmad=false, fixed summation orders: the device computes the host build's bits."""
+    from solver.bsp.kernels.cuda import rk
+    cp = cupy_backend.xp
+    mesh = dict(NX=9, NS=2, NW=24, NPHI=48)
+    m = bte_cases.model(kernels_mode="auto", **mesh)
+    d, P0, P, G, Lc, terms = _parts(bte_cases, m, rng)
+    dt = 0.3 * m.dt_max(d["A"])
+    P0g, Pg, Gg, Lcg = _dev(cp, (P0, P, G, Lc))
+    for s in range(3):
+        dev = [cp.asnumpy(x) for x in rk.rk_update(m, cupy_backend, s, P0g, Pg, Gg, Lcg, tuple(_dev(cp, terms)), dt)]
+        host = emulated_cuda.rk.rk_update(m, NP_BE, s, P0, P, G, Lc, terms, dt)
+        for name, a, b in zip(("Phi", "rho", "PhiHat"), dev, host):
+            assert np.array_equal(a, b), (s, name, bte_cases.rel(a, b))
+
+
+@pytest.mark.gpu
+def test_gpu_run_with_rk_fast_path_resumes_bitwise(cupy_backend, tmp_path):
+    """Killed after its checkpoint and resumed, a GPU run with the RK fast path (densities in the
+    kernel's summation order) writes the same bytes as the uninterrupted run."""
+    from solver.bsp.model import load
+    from solver.bsp.simulation import Simulation
+
+    cfg = load(None, ["mesh.N_sbn=3", "mesh.NX=17", "mesh.NZ=17", "mesh.NW=40", "mesh.NPHI=12",
+                      "numerics.backend=cupy", "time.steps=5", "time.t_end_ps=null",
+                      "output.checkpoint_every_steps=2", "output.progress=false"])
+
+    class DiesAfter(Simulation):
+        def step(self):
+            super().step()
+            if self.state.step == 3:
+                raise KeyboardInterrupt
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    Simulation(cfg, cupy_backend, a, progress=False).run()
+    with pytest.raises(KeyboardInterrupt):
+        DiesAfter(cfg, cupy_backend, b, progress=False).run()
+    Simulation(cfg, cupy_backend, b, progress=False).run(resume=True)
+    for name in ("profiles.csv", "scalars.csv"):
+        assert (a / name).read_bytes() == (b / name).read_bytes(), name

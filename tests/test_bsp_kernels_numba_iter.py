@@ -1,0 +1,198 @@
+"""numba fast paths of ITER (solver/bsp/kernels/numba/iter.py) against the reference ITER:
+LAPACK eigenpairs (schrodinger.eigen_host), the NumPy Frechet kernel, the row-equilibrated CSC
+matrix solved by SuperLU (poisson.construct / poisson.solve), the Newton rhs and norms of
+poisson._newton_loop; bitwise determinism (run to run, 1 vs 2 threads); and a few time steps of
+a whole run with the fast ITER routed in through kernels.lookup against the numpy backend.
+Measured differences are ~1e-14 relative; the assertions allow 1e-12 (1e-10 for the run).
+CPU only; skipped without numba."""
+import math
+
+import numpy as np
+import pytest
+
+numba = pytest.importorskip("numba")
+
+from solver.backend import get_backend  # noqa: E402
+from solver.bsp import blocktri, kernels, poisson, schrodinger  # noqa: E402
+from solver.bsp.kernels.numba import iter as ni  # noqa: E402
+from solver.bsp.model import Model, load  # noqa: E402
+
+TOL = 1e-12
+NP = get_backend("numpy")
+
+
+def model(*overrides):
+    return Model(load(None, list(overrides)))
+
+
+def rel(a, b):
+    return float(np.abs(np.asarray(a) - np.asarray(b)).max() / np.abs(np.asarray(b)).max())
+
+
+@pytest.fixture(scope="module")
+def be():
+    return get_backend("numba", threads=2)
+
+
+@pytest.fixture(scope="module")
+def coarse():
+    """A converged INITCOND state on 17 x 33 with 4 subbands (realistic V, eps, chi, rho)."""
+    m = model("mesh.NX=17", "mesh.NZ=33", "mesh.N_sbn=4")
+    return m, poisson.initcond(m, NP)
+
+
+# ---------------------------------------------------------------------------- eigen
+def test_eigen_matches_lapack(be, coarse, rng):
+    m, ic = coarse
+    for V in (ic.V, ic.V + 0.3 * rng.standard_normal(ic.V.shape), -2.0 * ic.V):
+        e0, c0 = schrodinger.eigen_host(m, V)
+        e1, c1 = ni.eigen(m, be, V)
+        assert e1.shape == e0.shape and c1.shape == c0.shape and e1.dtype == c1.dtype == np.float64
+        assert rel(e1, e0) <= TOL, rel(e1, e0)
+        assert rel(c1, c0) <= TOL, rel(c1, c0)
+        assert not c1[..., 0].any() and not c1[..., -1].any()  # chi = 0 at the gates
+        G = np.einsum("ivpz,ivqz->ivpq", c1, c1) * m.dz  # dz sum chi chi = identity
+        np.testing.assert_allclose(G, np.broadcast_to(np.eye(m.N_sbn), G.shape), atol=1e-13)
+        a = np.abs(c1)  # the sign convention: the first component above 1e-3 max|chi| is positive
+        first = np.argmax(a > schrodinger.SIGN_THRESHOLD * a.max(axis=-1, keepdims=True), axis=-1)
+        assert (np.take_along_axis(c1, first[..., None], axis=-1) > 0).all()
+
+
+def test_eigen_small_mesh_and_one_subband(be, rng):
+    for ov in (("mesh.NX=9", "mesh.NZ=9", "mesh.N_sbn=3"), ("mesh.NX=9", "mesh.NZ=12", "mesh.N_sbn=1")):
+        m = model(*ov)
+        V = 2.0 + rng.standard_normal((m.NX, m.NZ))
+        e0, c0 = schrodinger.eigen_host(m, V)
+        e1, c1 = ni.eigen(m, be, V)
+        assert rel(e1, e0) <= TOL and rel(c1, c0) <= TOL, (ov, rel(e1, e0), rel(c1, c0))
+
+
+def test_eigen_and_solve_are_bitwise_deterministic(coarse, rng):
+    m, ic = coarse
+    V = ic.V + 0.1 * rng.standard_normal(ic.V.shape)
+    sysm, F, rhs, bvals = _problem(m, "dirichlet", rng)
+    out = []
+    for threads in (1, 2, 2):
+        b = get_backend("numba", threads=threads)
+        e, c = ni.eigen(m, b, V)
+        A, bb = ni.construct_linsys(m, b, sysm, F, rhs, bvals)
+        out.append((e, c, ni.solve_linsys(m, b, sysm, A, bb), ni.frechet(m, b, ic.eps, ic.chi, ic.rho)))
+    for later in out[1:]:
+        for x, y in zip(out[0], later):
+            np.testing.assert_array_equal(x, y)
+
+
+# ---------------------------------------------------------------------------- Frechet
+def test_frechet_matches_reference(be, coarse):
+    m, ic = coarse
+    drho = poisson.fermi_dirac_drho(m, np, ic.eps)
+    for d in (drho, None):
+        F0 = poisson.frechet(m, NP, ic.eps, ic.chi, ic.rho, d)
+        F1 = ni.frechet(m, be, ic.eps, ic.chi, ic.rho, d)
+        assert F1.shape == F0.shape == (m.NX - 2, m.NZ - 2, m.NZ - 2)
+        assert rel(F1, F0) <= TOL, rel(F1, F0)
+
+
+# ---------------------------------------------------------------------------- the Newton system
+def _problem(m, bc, rng, F=None):
+    sysm = poisson.NewtonSystem(m, bc)
+    nz = m.NZ - 2
+    if F is None:  # symmetric positive semidefinite blocks, like the Frechet kernel's
+        B = rng.standard_normal((m.NX - 2, 2 * nz, nz))
+        F = 20.0 * np.einsum("iaj,ia,iak->ijk", B, rng.uniform(0.0, 1.0, (m.NX - 2, 2 * nz)), B) / nz
+    rhs = rng.standard_normal((m.NX - 2, nz))
+    bvals = sysm.boundary_values(m, 0.3 + 0.1 * rng.standard_normal(m.NZ), 0.4 + 0.1 * rng.standard_normal(m.NZ))
+    return sysm, F, rhs, bvals.ravel()
+
+
+MESHES = [("mesh.NX=13", "mesh.NZ=11"), ("mesh.NX=16", "mesh.NZ=9"), ("mesh.NX=17", "mesh.NZ=13"),
+          ("mesh.NX=9", "mesh.NZ=17", "device.gate_start_nm=6", "device.gate_end_nm=14")]
+
+
+@pytest.mark.parametrize("mesh", MESHES)
+@pytest.mark.parametrize("bc", ["neumann", "dirichlet"])
+def test_construct_and_solve_match_sparse_lu(be, mesh, bc, rng):
+    m = model(*mesh)
+    sysm, F, rhs, bvals = _problem(m, bc, rng)
+    A0, b0 = poisson.construct_linsys(m, NP, sysm, F, rhs, bvals)
+    x0 = poisson.solve_linsys(m, NP, sysm, A0, b0)
+    (D, lo, up), b = ni.construct_linsys(m, be, sysm, F, rhs, bvals)
+    Dr, lor, upr, br = blocktri.construct(np, blocktri.BlockSystem(sysm), F, rhs, bvals)
+    for x, y in ((D, Dr), (lo, lor), (up, upr), (b, br)):  # the same arithmetic as blocktri.construct
+        np.testing.assert_array_equal(x, y)
+    np.testing.assert_allclose(b.ravel(), b0, rtol=1e-15, atol=1e-15)
+    x1 = ni.solve_linsys(m, be, sysm, (D, lo, up), b)
+    assert x1.shape == (m.NX * m.NZ,)
+    assert rel(x1, x0) <= TOL, rel(x1, x0)
+    d = sysm.dirichlet_flat
+    np.testing.assert_array_equal(x1[d], bvals[d])
+
+
+def test_solve_pivots_inside_blocks(be, rng):
+    """A symmetric indefinite Frechet block (POTENTIAL's rho need not be monotone) chosen so that
+    the leading 3 x 3 minor of block 1 vanishes: without pivoting the LU divides by ~0."""
+    m = model("mesh.NX=11", "mesh.NZ=9")
+    sysm, F, rhs, bvals = _problem(m, "dirichlet", rng)
+    bs = blocktri.BlockSystem(sysm)
+    F0 = rng.standard_normal((m.NZ - 2, m.NZ - 2))
+    F[0] = F0 + F0.T
+
+    def minor3(t):
+        M = bs.D0[1].copy()
+        M[1:-1, 1:-1] += bs.cp_dz * F[0]
+        M[2, 2] += bs.cp_dz * t
+        return np.linalg.det(M[:3, :3])
+
+    d0 = minor3(0.0)
+    F[0, 1, 1] += -d0 / (minor3(1.0) - d0)  # det is linear in t
+    assert abs(minor3(0.0)) < 1e-9 * abs(d0)
+    A0, b0 = poisson.construct_linsys(m, NP, sysm, F, rhs, bvals)
+    x0 = poisson.solve_linsys(m, NP, sysm, A0, b0)
+    A1, b1 = ni.construct_linsys(m, be, sysm, F, rhs, bvals)
+    x1 = ni.solve_linsys(m, be, sysm, A1, b1)
+    assert rel(x1, x0) <= TOL, rel(x1, x0)
+
+
+# ---------------------------------------------------------------------------- Newton glue
+def test_newton_rhs_and_norms(be, coarse, rng):
+    m, ic = coarse
+    sysm = poisson.NewtonSystem(m, "dirichlet")
+    F = poisson.frechet(m, NP, ic.eps, ic.chi, ic.rho)
+    ND = m.on(NP, "N_D")
+    V = ic.V + 0.01 * rng.standard_normal(ic.V.shape)
+    ref = -m.cp * (ic.N[1:-1, 1:-1] - ND[1:-1, 1:-1]) + sysm.cp_dz * np.einsum("ijk,ik->ij", F, V[1:-1, 1:-1])
+    got = ni.newton_rhs(m, be, sysm, F, V, ic.N, ND)
+    assert got.shape == ref.shape and rel(got, ref) <= TOL
+    N2 = ic.N * (1.0 + 1e-3 * rng.standard_normal(ic.N.shape))
+    x = V.ravel().copy()
+    nrm, finite = ni.newton_norms(m, be, V, ic.V, N2, ic.N, x)
+    ref = poisson.norms(np, m, V, ic.V, N2, ic.N)
+    assert finite and set(nrm) == set(poisson.NORM_KEYS)
+    for k in poisson.NORM_KEYS:
+        assert math.isclose(nrm[k], ref[k], rel_tol=TOL), (k, nrm[k], ref[k])
+    x[7] = np.inf
+    V3 = V.copy()
+    V3[3, 4] = np.nan
+    nrm, finite = ni.newton_norms(m, be, V3, ic.V, N2, ic.N, x)
+    assert not finite and math.isnan(nrm["dV_inf"]) and math.isnan(nrm["dV_l2"]) and math.isfinite(nrm["dN_inf"])
+
+
+# ---------------------------------------------------------------------------- a whole run
+def test_few_steps_with_fast_iter_equal_numpy():
+    """Three steps of a tiny run: the numba backend (its table runs every ITER phase: run.json's
+    implementations say so) against the numpy backend (array reference everywhere)."""
+    from solver.bsp.simulation import Simulation
+
+    tiny = ["mesh.N_sbn=3", "mesh.NX=9", "mesh.NZ=13", "mesh.NW=12", "mesh.NPHI=8", "output.progress=false",
+            "time.steps=3", "time.t_end_ps=null", "output.checkpoint_every_steps=0"]
+    states = {}
+    for name in ("numba", "numpy"):
+        sim = Simulation(load(None, tiny + [f"numerics.backend={name}", "numerics.threads=2"]), progress=False)
+        sim.run(resume=False)
+        states[name] = {k: np.array(getattr(sim.state, k)) for k in ("Phi", "V", "eps", "rho")}
+        assert sim.state.step == 3
+        impl = kernels.implementations(sim.model, sim.backend)
+        for phase in ("eigen", "Frechet", "construct_linsys", "solve_linsys", "newton_rhs", "newton_norms"):
+            assert impl[phase].startswith("solver.bsp.kernels.numba.iter." if name == "numba" else "solver.bsp."), impl
+    for k, v in states["numba"].items():
+        assert rel(v, states["numpy"][k]) <= 1e-10, (k, rel(v, states["numpy"][k]))
