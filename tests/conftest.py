@@ -161,9 +161,10 @@ def fake_cupy(tmp: Path):
     with g++ and launches the host build.  ``fake.compiled`` lists (code, options) of every module."""
     cp = types.ModuleType("cupy")
     for k in ("asarray", "ascontiguousarray", "empty", "empty_like", "zeros", "arange", "diagonal",
-              "float64", "int32", "uint8"):
+              "float64", "int32", "uint8", "linalg", "concatenate", "broadcast_to", "eye", "matmul", "where"):
         setattr(cp, k, getattr(np, k))
     cp.asnumpy = np.asarray
+    cp.cublas = types.SimpleNamespace(batched_gesv=np.linalg.solve)  # LU with partial pivoting per block
     cp.compiled = []
 
     class RawModule:

@@ -1,7 +1,8 @@
 """The dispatch of the BSP fast paths (solver/bsp/kernels/__init__.py): one table per backend,
 phase name -> function; only a missing CuPy or numba means no fast path; the variant keys
-numerics.linsys / numerics.ipim / numerics.bte_kernels; implementations() for run.json; and whole
-runs with every fast path against the array reference (numerics.kernels auto vs array)."""
+numerics.linsys / numerics.eigen / numerics.ipim / numerics.bte_kernels; implementations() for
+run.json; and whole runs with every fast path against the array reference (numerics.kernels auto
+vs array), and with the array-code variant numerics.linsys = batched_cr against SuperLU."""
 import importlib
 import sys
 
@@ -93,7 +94,8 @@ def test_a_broken_fast_path_module_fails_loudly(monkeypatch, tmp_path, stub_cupy
 
 
 @pytest.mark.parametrize("key,value", [("numerics.linsys", "thomas"), ("numerics.ipim", "c"),
-                                       ("numerics.linsys", "block_cr"), ("numerics.bte_kernels", "bitwise")])
+                                       ("numerics.eigen", "jacobi"), ("numerics.linsys", "block_cr"),
+                                       ("numerics.bte_kernels", "bitwise")])
 def test_bad_variant_is_a_one_line_config_error(key, value):
     extra = ["mesh.NZ=129"] if value == "block_cr" else []
     with pytest.raises(ConfigError) as exc:
@@ -105,10 +107,48 @@ def test_bad_variant_is_a_one_line_config_error(key, value):
 def test_variant_defaults_are_the_reference_behaviour():
     cfg = load(None, [])
     assert cfg["numerics"]["linsys"] == "auto" and cfg["numerics"]["ipim"] == "a"
+    assert cfg["numerics"]["eigen"] == "auto"
     assert cfg["numerics"]["bte_kernels"] == "fast"  # the issue-13 kernels; exact = the bit-identical baseline
     assert kernels.linsys_variant(model("mesh.NZ=65")) == "block_cr"
-    assert kernels.linsys_variant(model("mesh.NZ=129")) == "dense"
+    assert kernels.linsys_variant(model("mesh.NZ=127")) == "block_cr"
+    assert kernels.linsys_variant(model("mesh.NZ=129")) == "batched_cr"
     assert kernels.linsys_variant(model("mesh.NZ=65", "numerics.linsys=dense")) == "dense"
+    assert kernels.linsys_variant(model("mesh.NZ=65", "numerics.linsys=batched_cr")) == "batched_cr"
+    assert kernels.eigen_variant(model()) == "newton"
+    assert kernels.eigen_variant(model("numerics.eigen=bisection")) == "bisection"
+
+
+def test_batched_cr_is_an_array_variant_on_every_backend():
+    """numerics.linsys = batched_cr, set explicitly, replaces SuperLU on numpy (and numba) by the
+    array code of blocktri_batched; auto keeps the reference there, and kernels = array always
+    runs the reference (the oracle)."""
+    from solver.bsp import blocktri_batched
+    m = model("numerics.linsys=batched_cr")
+    assert kernels.lookup(m, NP_BE, "construct_linsys") is blocktri_batched.construct_linsys
+    assert kernels.lookup(m, NP_BE, "solve_linsys") is blocktri_batched.solve_linsys
+    assert all(kernels.lookup(m, NP_BE, p) is None for p in kernels.PHASES if not p.endswith("_linsys"))
+    for other in ("numerics.linsys=auto", "mesh.NZ=129", "numerics.linsys=dense"):
+        assert kernels.lookup(model(other), NP_BE, "solve_linsys") is None, other
+    assert kernels.lookup(model("numerics.linsys=batched_cr", "numerics.kernels=array"), NP_BE, "solve_linsys") is None
+    impl = kernels.implementations(m, NP_BE)
+    assert impl["solve_linsys"] == "solver.bsp.blocktri_batched.solve_linsys [numerics.linsys=batched_cr]"
+    assert impl["construct_linsys"] == "solver.bsp.blocktri_batched.construct_linsys [numerics.linsys=batched_cr]"
+    assert impl["eigen"] == "solver.bsp.schrodinger.eigen"
+
+
+def test_batched_cr_replaces_the_numba_newton_system():
+    """On numba, batched_cr set explicitly runs instead of the numba table's CR kernels."""
+    pytest.importorskip("numba")
+    from solver.bsp import blocktri_batched
+    from solver.bsp.kernels.numba import iter as niter
+    nb = get_backend("numba", threads=2)
+    m = model("numerics.linsys=batched_cr")
+    assert kernels.lookup(m, nb, "construct_linsys") is blocktri_batched.construct_linsys
+    assert kernels.lookup(m, nb, "solve_linsys") is blocktri_batched.solve_linsys
+    assert kernels.lookup(model(), nb, "solve_linsys") is niter.solve_linsys
+    impl = kernels.implementations(m, nb)
+    assert impl["solve_linsys"] == "solver.bsp.blocktri_batched.solve_linsys [numerics.linsys=batched_cr]"
+    assert impl["eigen"] == "solver.bsp.kernels.numba.iter.eigen"
 
 
 def test_implementations_numpy():
@@ -141,14 +181,16 @@ def test_implementations_cupy_behind_a_stand_in(emulated_cuda, monkeypatch):
     assert impl["WENO_x"] == "solver.bsp.kernels.cuda.weno.weno_x [numerics.bte_kernels=fast]"
     assert impl["RK"] == "solver.bsp.kernels.cuda.rk.rk_update [numerics.bte_kernels=fast]"
     assert impl["scat_gain"] == "solver.bsp.kernels.cuda.scattering.scat_gain"
-    assert impl["eigen"] == "solver.bsp.kernels.cuda.eigen.eigen [numerics.ipim=b]"
+    assert impl["eigen"] == "solver.bsp.kernels.cuda.eigen.eigen [numerics.eigen=newton, numerics.ipim=b]"
     assert impl["solve_linsys"] == "solver.bsp.kernels.cuda.newton.solve_linsys [numerics.linsys=block_cr]"
     assert impl["construct_linsys"].endswith("[numerics.linsys=block_cr]")
     assert impl["Frechet"] == "solver.bsp.kernels.cuda.frechet.frechet"
     assert impl["newton_norms"] == "solver.bsp.kernels.cuda.newton.newton_norms"
-    big = kernels.implementations(model("mesh.NZ=129"), be)
-    assert big["solve_linsys"].endswith("[numerics.linsys=dense]")
-    assert big["eigen"].endswith("[numerics.ipim=a]")
+    big = kernels.implementations(model("mesh.NZ=129", "numerics.eigen=bisection"), be)
+    assert big["solve_linsys"] == "solver.bsp.kernels.cuda.newton.solve_linsys [numerics.linsys=batched_cr]"
+    assert big["eigen"].endswith("[numerics.eigen=bisection, numerics.ipim=a]")
+    dense = kernels.implementations(model("mesh.NZ=129", "numerics.linsys=dense"), be)
+    assert dense["construct_linsys"].endswith("[numerics.linsys=dense]")
     exact = kernels.implementations(model("numerics.bte_kernels=exact"), be)
     assert exact["WENO_phi"] == "solver.bsp.kernels.cuda.weno.weno_phi [numerics.bte_kernels=exact]"
     assert exact["RK"] == "solver.bsp.bte.rk_update"  # no RK fast path: rhs + rk3_combine, DENS as array code
@@ -199,6 +241,40 @@ def test_emulated_run_fast_vs_array(emulated_cuda, monkeypatch, variant, tol):
             assert rel(sim.state.rho, rho) <= 1e-14 and rel(sim.state.PhiHat, PhiHat) <= 1e-14
     for k, v in states["auto"].items():
         assert rel(v, states["array"][k]) <= tol, (k, rel(v, states["array"][k]))
+
+
+def test_emulated_iter_run_fast_vs_array(emulated_cuda, monkeypatch):
+    """Whole time steps with the ITER fast paths of the default GPU config beyond MAX_NZ (the numpy
+    backend dispatching to the emulated eigen, Frechet and Newton kernels; newton.solve_linsys runs
+    numerics.linsys auto = batched_cr there; MAX_NZ lowered to 11 so that NZ = 13 is beyond it and
+    the run stays small): warm-started Newton-Raphson eigenvalues and the batched block solve
+    (cuBLAS stood in by numpy's batched LU), against the array reference (LAPACK + SuperLU).
+    (The CR kernels emulate one OS thread per CUDA thread: too slow for whole runs;
+    test_bsp_kernels_cuda_newton checks them.)"""
+    from solver.bsp import blocktri
+    from solver.bsp.simulation import Simulation
+
+    monkeypatch.setattr(blocktri, "MAX_NZ", 11)
+
+    names = ("eigen", "Frechet", "construct_linsys", "solve_linsys", "newton_rhs", "newton_norms")
+    table = {p: emulated_cuda.TABLE[p] for p in names}
+    monkeypatch.setattr(kernels, "REGISTRY", Registry("bsp", {"numpy": lambda: table}))
+    solves = []
+    real = emulated_cuda.newton.solve_linsys_batched
+    monkeypatch.setattr(emulated_cuda.newton, "solve_linsys_batched", lambda *a: solves.append(1) or real(*a))
+    states = {}
+    for mode in ("array", "auto"):
+        cfg = load(None, ["mesh.N_sbn=3", "mesh.NX=9", "mesh.NZ=13", "mesh.NW=16", "mesh.NPHI=8",
+                          "output.progress=false", "numerics.backend=numpy", f"numerics.kernels={mode}",
+                          "time.steps=4", "time.t_end_ps=null"])
+        sim = Simulation(cfg, NP_BE, None, progress=False)
+        impl = kernels.implementations(sim.model, NP_BE)
+        assert impl["eigen"] == ("solver.bsp.kernels.cuda.eigen.eigen" if mode == "auto" else "solver.bsp.schrodinger.eigen")
+        sim.run(resume=False)
+        states[mode] = {k: np.asarray(getattr(sim.state, k)) for k in ("Phi", "V", "eps", "rho")}
+    assert solves  # the batched block solve ran (auto beyond MAX_NZ)
+    for k, v in states["auto"].items():
+        assert rel(v, states["array"][k]) <= 1e-10, (k, rel(v, states["array"][k]))
 
 
 def test_numba_few_steps_fast_equals_array():

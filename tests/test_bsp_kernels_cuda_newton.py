@@ -87,9 +87,9 @@ def test_emulated_cuda_newton_glue(emulated_cuda, newton_cases, rng):
 
 
 def test_linsys_variant_selects_the_system(emulated_cuda, monkeypatch):
-    """numerics.linsys: auto = the block system where NZ <= MAX_NZ (paper 001 runs NZ = 129: the
-    dense cuSOLVER system there), dense = the dense system at any NZ, block_cr = the block system;
-    construct_linsys and solve_linsys follow the same rule (checked behind stand-ins)."""
+    """numerics.linsys: auto = the CR kernels where NZ <= MAX_NZ, the batched block solve beyond
+    (paper 001 runs NZ = 129); dense = the dense system at any NZ; block_cr / batched_cr as named;
+    construct_linsys builds the block form for both block variants (checked behind stand-ins)."""
     cn = emulated_cuda.newton
     big = types.SimpleNamespace(NX=65, NZ=cn.MAX_NZ + 2)
     with pytest.raises(ValueError, match="NZ <= 127"):
@@ -99,18 +99,38 @@ def test_linsys_variant_selects_the_system(emulated_cuda, monkeypatch):
         construct_linsys=lambda *a: calls.append("dense construct") or ("A", "b"),
         solve_linsys=lambda *a: calls.append("dense solve") or "x"))
     monkeypatch.setattr(cn, "solve_linsys_cr", lambda *a: calls.append("cr") or "xb")
+    monkeypatch.setattr(cn, "solve_linsys_batched", lambda *a: calls.append("batched") or "xc")
     assert cn.MAX_NZ == 127
 
     def mdl(NZ, linsys):
         return types.SimpleNamespace(NZ=NZ, cfg={"numerics": {"linsys": linsys}})
 
-    assert cn.construct_linsys(mdl(big.NZ, "auto"), None, big, None, None, None) == ("A", "b")
-    assert cn.solve_linsys(mdl(big.NZ, "auto"), None, big, "A", "b") == "x"
+    assert cn.construct_linsys(mdl(big.NZ, "dense"), None, big, None, None, None) == ("A", "b")
+    assert cn.solve_linsys(mdl(big.NZ, "auto"), None, big, "A", "b") == "xc"
+    assert cn.solve_linsys(mdl(big.NZ, "dense"), None, big, "A", "b") == "x"
     small = types.SimpleNamespace(NX=65, NZ=cn.MAX_NZ)
     assert cn.solve_linsys(mdl(small.NZ, "auto"), None, small, "A", "b") == "xb"
     assert cn.solve_linsys(mdl(small.NZ, "dense"), None, small, "A", "b") == "x"
     assert cn.solve_linsys(mdl(small.NZ, "block_cr"), None, small, "A", "b") == "xb"
-    assert calls == ["dense construct", "dense solve", "cr", "dense solve", "cr"]
+    assert cn.solve_linsys(mdl(small.NZ, "batched_cr"), None, small, "A", "b") == "xc"
+    assert calls == ["dense construct", "batched", "dense solve", "cr", "dense solve", "cr", "batched"]
+
+
+@pytest.mark.parametrize("mesh", [("mesh.NX=13", "mesh.NZ=11", "numerics.linsys=batched_cr"),
+                                  ("mesh.NX=10", "mesh.NZ=129")])  # auto: batched_cr beyond MAX_NZ
+@pytest.mark.parametrize("bc", ["neumann", "dirichlet"])
+def test_emulated_cuda_batched_block_solve(emulated_cuda, newton_cases, mesh, bc, rng):
+    """Variant batched_cr: construct_kernel's block form solved by solve_cr_batched through
+    newton.solve_linsys (cuBLAS's batched LU stood in by numpy's) equals SuperLU; Dirichlet exact."""
+    cn = emulated_cuda.newton
+    m = newton_cases.model(*mesh)
+    sysm, F, rhs, bvals, A, b, x0 = newton_cases.problem(m, bc, rng)
+    Ab, bb = cn.construct_linsys(m, NP, sysm, F, rhs, bvals)
+    x = cn.solve_linsys(m, NP, sysm, Ab, bb)
+    assert x.shape == (m.NX * m.NZ,)
+    assert np.abs(x - x0).max() <= 1e-12 * np.abs(x0).max()
+    d = sysm.dirichlet_flat
+    np.testing.assert_array_equal(x[d], bvals[d])
 
 
 # ---------------------------------------------------------------------- on the GPU
@@ -143,6 +163,23 @@ def test_cuda_block_system_matches_sparse_lu(cupy_backend, newton_cases, mesh, b
     A2, b2 = poisson.construct_linsys(m, cupy_backend, sysm, xp.asarray(F), xp.asarray(rhs), bvals)
     x2 = cupy_backend.to_numpy(poisson.solve_linsys(m, cupy_backend, sysm, A2, b2))
     np.testing.assert_array_equal(x2, x)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("mesh", [("mesh.NX=17", "mesh.NZ=33", "numerics.linsys=batched_cr"),
+                                  ("mesh.NX=9", "mesh.NZ=129"), ("mesh.NX=9", "mesh.NZ=257")])
+@pytest.mark.parametrize("bc", ["neumann", "dirichlet"])
+def test_cuda_batched_block_solve_matches_sparse_lu(cupy_backend, newton_cases, mesh, bc, rng):
+    """Variant batched_cr on the device (auto beyond NZ = 127; NZ = 257 is past cupy.linalg.solve's
+    batched limit: cupy.cublas.batched_gesv), through the poisson hooks."""
+    xp = cupy_backend.xp
+    m = newton_cases.model(*mesh)
+    sysm, F, rhs, bvals, A, b, x0 = newton_cases.problem(m, bc, rng)
+    A2, b2 = poisson.construct_linsys(m, cupy_backend, sysm, xp.asarray(F), xp.asarray(rhs), bvals)
+    x = cupy_backend.to_numpy(poisson.solve_linsys(m, cupy_backend, sysm, A2, b2))
+    assert np.abs(x - x0).max() <= 1e-11 * np.abs(x0).max()
+    d = sysm.dirichlet_flat
+    np.testing.assert_array_equal(x[d], bvals[d])
 
 
 @pytest.mark.gpu

@@ -49,7 +49,7 @@ def check_consistency(cfg: dict) -> None:
         raise _config.ConfigError("config key 'time': set t_end_ps or steps")
     if cfg["numerics"]["linsys"] == "block_cr" and m["NZ"] > MAX_NZ:
         raise _config.ConfigError(
-            f"config key 'numerics.linsys': block_cr needs mesh.NZ <= {MAX_NZ} (got {m['NZ']}); use auto or dense")
+            f"config key 'numerics.linsys': block_cr needs mesh.NZ <= {MAX_NZ} (got {m['NZ']}); use auto, batched_cr or dense")
 
 
 @dataclass

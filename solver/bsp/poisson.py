@@ -389,8 +389,8 @@ def _newton_loop(model, backend, problem, V, sysm, bvals, rho_fn, drho_fn, tol, 
             V_new = x.reshape(NX, NZ)
             if omega != 1.0:
                 V_new = V + omega * (V_new - V)
-        with _phase(timer, "eigen"):
-            eps, chi = schrodinger.eigen(model, backend, V_new)
+        with _phase(timer, "eigen"):  # the levels of V: the warm start of an iterative eigen
+            eps, chi = schrodinger.eigen(model, backend, V_new, eps)
             rho = rho_fn(eps)
             N_new = density(xp, rho, chi)
         if norms_fast is None:  # the reference: the finite check of x above, then norms

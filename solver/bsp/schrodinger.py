@@ -86,15 +86,18 @@ def eigen_host(model, V: np.ndarray, n: int | None = None):
     return eps, chi
 
 
-def eigen(model, backend, V):
+def eigen(model, backend, V, levels=None):
     """The N_sbn lowest eigenpairs for every (i, nu): (eps (NX, 3, N_sbn), chi (NX, 3, N_sbn, NZ)).
 
     The reference CPU method (LAPACK stebz/stein) on the host; results as backend arrays.
     A backend's fast path (``kernels.lookup(..., "eigen")``) replaces it where one exists.
+    ``levels`` (NX, 3, N_sbn): eigenvalues of a nearby potential (the previous Newton iterate's),
+    the warm start of an iterative fast path (numerics.eigen = newton); the reference does not
+    use it.
     """
     fast = _kernels.lookup(model, backend, "eigen")
     if fast is not None:
-        return fast(model, backend, V)
+        return fast(model, backend, V, levels)
     eps, chi = eigen_host(model, backend.to_numpy(V))
     return backend.asarray(eps), backend.asarray(chi)
 

@@ -16,11 +16,16 @@ A fast path has the name of the reference function it replaces, takes exactly it
 returns the same result (to rounding).  Only a missing CuPy or numba means "no fast path"; any
 other import error fails loudly.  ``numerics.kernels``: ``auto`` (default) = the fast path where
 one exists, ``array`` = the array reference everywhere (the test oracle).  Variants are schema
-keys (``numerics.linsys``, ``numerics.ipim``, ``numerics.bte_kernels``); ``implementations`` says,
-per phase, which function and variant run (written into run.json).  ``RK`` (the stage update fused
-with the loss product, the sum of the terms and DENS) exists only in the cupy table and only runs
-with ``numerics.bte_kernels: fast``; without it the stage is formed by bte.rhs + bte.rk3_combine
-and DENS as before.
+keys (``numerics.linsys``, ``numerics.eigen``, ``numerics.ipim``, ``numerics.bte_kernels``: they
+choose among the CUDA kernels); ``implementations`` says, per phase, which function and variant run
+(written into run.json).  ``RK`` (the stage update fused with the loss product, the sum of the terms
+and DENS) exists only in the cupy table and only runs with ``numerics.bte_kernels: fast``; without
+it the stage is formed by bte.rhs + bte.rk3_combine and DENS as before.
+
+One variant is array code and so runs on every backend: ``numerics.linsys: batched_cr``
+(solver/bsp/blocktri_batched.py, block cyclic reduction over batched LU / GEMM).  Set explicitly,
+it replaces the backend's Newton system on numpy (SuperLU) and numba (the CR kernels); on cupy
+newton.py runs it (construct kernel + the batched solve), and ``auto`` selects it where NZ > MAX_NZ.
 """
 from __future__ import annotations
 
@@ -68,46 +73,71 @@ def mode(model) -> str:
     return str(model.cfg.get("numerics", {}).get("kernels", "auto"))
 
 
+def _numerics(model, key: str, default: str) -> str:
+    return str(model.cfg.get("numerics", {}).get(key, default))
+
+
 def lookup(model, backend, name: str):
-    """The fast path of phase ``name`` for this model's backend, or None (the array reference)."""
+    """The fast path of phase ``name`` for this model's backend, or None (the array reference):
+    the backend's kernel, else an array-code variant selected explicitly (``_array_variant``)."""
     if name not in REFERENCE:
         raise KeyError(f"no BSP phase {name!r} (phases: {', '.join(PHASES)})")
     if mode(model) == "array":
         return None
     if name in FAST_ONLY and bte_variant(model) != "fast":
         return None
+    if backend.name != "cupy":  # the CUDA table runs numerics.linsys itself
+        array = _array_variant(model, name)
+        if array is not None:
+            return array
     return REGISTRY.lookup(backend.name, name)
 
 
+def _array_variant(model, name: str):
+    """numerics.linsys = batched_cr: construct_linsys / solve_linsys of blocktri_batched (array
+    code, any backend); None otherwise."""
+    if name in ("construct_linsys", "solve_linsys") and _numerics(model, "linsys", "auto") == "batched_cr":
+        from solver.bsp import blocktri_batched
+        return getattr(blocktri_batched, name)
+    return None
+
+
 def linsys_variant(model) -> str:
-    """The GPU Newton system that runs (numerics.linsys; auto = block_cr where NZ <= MAX_NZ)."""
+    """The Newton system that runs where a phase has a fast path (numerics.linsys; auto =
+    block_cr where NZ <= MAX_NZ, else batched_cr)."""
     from solver.bsp.blocktri import MAX_NZ
 
-    v = str(model.cfg.get("numerics", {}).get("linsys", "auto"))
+    v = _numerics(model, "linsys", "auto")
     if v == "auto":
-        return "block_cr" if model.NZ <= MAX_NZ else "dense"
+        return "block_cr" if model.NZ <= MAX_NZ else "batched_cr"
     return v
+
+
+def eigen_variant(model) -> str:
+    """The eigenvalue kernel of the GPU eigen phase (numerics.eigen; auto = newton)."""
+    v = _numerics(model, "eigen", "auto")
+    return "newton" if v == "auto" else v
 
 
 def ipim_variant(model) -> str:
     """The ipim kernel of the GPU eigen phase (numerics.ipim)."""
-    return str(model.cfg.get("numerics", {}).get("ipim", "a"))
+    return _numerics(model, "ipim", "a")
 
 
 def bte_variant(model) -> str:
     """The cupy BTE kernels that run (numerics.bte_kernels: fast | exact)."""
-    return str(model.cfg.get("numerics", {}).get("bte_kernels", "fast"))
+    return _numerics(model, "bte_kernels", "fast")
 
 
 def _variant(model, backend, name: str) -> str | None:
-    if backend.name != "cupy":  # the variant keys choose among the CUDA kernels only
-        return None
+    if backend.name != "cupy":  # the variant keys choose among the CUDA kernels, except batched_cr
+        return "numerics.linsys=batched_cr" if _array_variant(model, name) is not None else None
     if name in BTE_VARIANT_PHASES:
         return f"numerics.bte_kernels={bte_variant(model)}"
     if name in ("construct_linsys", "solve_linsys"):
         return f"numerics.linsys={linsys_variant(model)}"
     if name == "eigen":
-        return f"numerics.ipim={ipim_variant(model)}"
+        return f"numerics.eigen={eigen_variant(model)}, numerics.ipim={ipim_variant(model)}"
     return None
 
 

@@ -7,11 +7,13 @@ phases stay on the array reference).
     rk.py          + rk.cu                 RK (the stage update fused with the loss product, the
                                            sum of the terms and DENS; numerics.bte_kernels: fast)
     scattering.py  + scattering.cu         scat_gain, scat_loss
-    eigen.py       + eigen.cu              eigen (kernels eigenvalues + ipim, variant numerics.ipim)
+    eigen.py       + eigen.cu, eigen_nr.cu eigen (kernels eigenvalues / eigenvalues_nr, variant numerics.eigen;
+                                           ipim, variant numerics.ipim)
     frechet.py     + frechet.cu            Frechet
     newton.py      + newton.cu,            construct_linsys, solve_linsys (variant numerics.linsys),
                      cyclic_reduction.cu   newton_rhs, newton_norms
-    dense.py       (cuSOLVER)              the dense Newton system (numerics.linsys: dense)
+    dense.py       (cuSOLVER)              the dense Newton system (numerics.linsys: dense, the baseline)
+    (solver/bsp/blocktri_batched.py: the batched block solve of numerics.linsys: batched_cr, array code)
 """
 from __future__ import annotations
 

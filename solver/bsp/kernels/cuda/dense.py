@@ -1,6 +1,7 @@
 """The Newton system as a dense row-equilibrated matrix on the device, solved by cuSOLVER's
-getrf/getrs (``cupy.linalg.solve``): variant ``numerics.linsys: dense`` of newton.py, and what
-``auto`` runs where NZ > MAX_NZ (the block kernels' limit; paper 001 runs NZ = 129).  The static
+getrf/getrs (``cupy.linalg.solve``): variant ``numerics.linsys: dense`` of newton.py, kept as the
+baseline of the benchmarks (44 ms per solve at 65x129 on the H200 against 5-10 ms for batched_cr,
+docs/performance-iter-next.md).  The static
 part (Laplacian, boundary rows) is built once from poisson.NewtonSystem and the Frechet blocks are
 added on the block diagonal.  The matrix has NX NZ unknowns: dense LU costs 2/3 (NX NZ)^3 flop."""
 from __future__ import annotations

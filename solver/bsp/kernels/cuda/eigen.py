@@ -1,10 +1,23 @@
-"""CUDA fast path of the eigen phase (eigen.cu): ``eigen`` takes exactly the arguments of
-schrodinger.eigen and returns the N_sbn lowest eigenpairs of every (x_i, valley) tridiagonal
-Schroedinger matrix, by the two kernels of paper 001 (sections 4.2-4.3), one CUDA thread per
-(i, nu, p) in both: ``eigenvalues`` (Sturm bisection; also stores the diagonals) and ``ipim``
-(inverse iteration), variant ``numerics.ipim``: "a" (the matrix from global memory, the default:
-faster on the H200 at every NZ 33..129, 14 % at NZ 65) or "b" (shared memory).  Both variants
-are kept: Table 1 of paper 001 compares them (rule bsp_tables1_4_001_iter_kernels); docs/performance-ipim.md.
+"""CUDA fast path of the eigen phase (eigen.cu, eigen_nr.cu): ``eigen`` takes exactly the
+arguments of schrodinger.eigen and returns the N_sbn lowest eigenpairs of every (x_i, valley)
+tridiagonal Schroedinger matrix, by the two kernels of paper 001 (sections 4.2-4.3), one CUDA
+thread per (i, nu, p) in both: the eigenvalues (they also store the diagonals) and ``ipim``
+(inverse iteration).
+
+Variant ``numerics.eigen`` (the eigenvalues):
+  ``newton``     kernel ``eigenvalues_nr`` (eigen_nr.cu): Newton-Raphson on the characteristic
+                 polynomial from ``levels`` (the previous Newton iterate's eigenvalues, which
+                 poisson._newton_loop passes), bisection as the safeguard; ~4 Sturm evaluations
+                 per eigenvalue instead of ~60.  Without ``levels`` (the first solve of a problem)
+                 it bisects exactly as ``eigenvalues`` does (bitwise equal).  Results agree with
+                 the bisection to ~ 16 DBL_EPSILON ||T||.
+  ``bisection``  kernel ``eigenvalues`` (eigen.cu): Sturm bisection to the last bit; ignores
+                 ``levels``.  Kept as the baseline (docs/performance-iter-next.md, rule
+                 bsp_tables1_4_001_iter_kernels times it).
+  ``auto``       (default) newton.
+Variant ``numerics.ipim``: "a" (the matrix from global memory, the default: faster on the H200 at
+every NZ 33..129, 14 % at NZ 65) or "b" (shared memory).  Both are kept: Table 1 of paper 001
+compares them (rule bsp_tables1_4_001_iter_kernels); docs/performance-ipim.md.
 """
 from __future__ import annotations
 
@@ -16,7 +29,7 @@ import cupy as cp
 
 from solver.bsp import constants as K
 from solver.bsp import schrodinger
-from solver.bsp.kernels import f64, ipim_variant
+from solver.bsp.kernels import eigen_variant, f64, ipim_variant
 from solver.bsp.kernels.cuda import _build
 
 SOURCE = "eigen.cu"
@@ -65,6 +78,31 @@ def eigenvalues(model, V, block=BLOCK):
     return eps, Dg
 
 
+def eigenvalues_nr(model, V, levels=None, block=BLOCK, iterations=False):
+    """Kernel ``eigenvalues_nr``: (eps (NX, 3, N_sbn), Dg (NX, 3, NZ-2)) as ``eigenvalues``
+    returns them; ``levels`` (NX, 3, N_sbn): the warm start (None: the bisection of
+    ``eigenvalues``, bitwise).  With ``iterations`` also the Sturm evaluations per eigenvalue
+    (int32 (NX, 3, N_sbn)).  N is a run-time argument: one compile per machine."""
+    V = f64(cp, V)
+    NX, NZ = V.shape
+    n, NS = NZ - 2, model.N_sbn
+    kd, ko, Vc, pivmin = _static(model, n)
+    eps = cp.empty((NX, K.N_VALLEYS, NS))
+    Dg = cp.empty((NX, K.N_VALLEYS, n))
+    its = cp.empty((NX, K.N_VALLEYS, NS), dtype=cp.int32)
+    warm = levels is not None
+    if warm:
+        prev = f64(cp, levels)
+        if prev.shape != eps.shape:
+            raise ValueError(f"levels have shape {prev.shape}, expected {eps.shape}")
+    else:
+        prev = eps  # not read
+    _build.launch(_build.function("eigen_nr.cu", "eigenvalues_nr", OPTIONS), NX * K.N_VALLEYS * NS, block,
+                  (V, kd, ko, Vc, prev, np.float64(pivmin), np.int32(n), np.int32(NX), np.int32(NZ), np.int32(NS),
+                   np.int32(warm), eps, Dg, its))
+    return (eps, Dg, its) if iterations else (eps, Dg)
+
+
 def ipim(model, eps, Dg, variant="a", block=BLOCK):
     """Kernel ``ipim`` (inverse iteration, variant "a" or "b"): chi (NX, 3, N_sbn, NZ) from the
     eigenvalues and the diagonals of kernel ``eigenvalues``."""
@@ -81,8 +119,12 @@ def ipim(model, eps, Dg, variant="a", block=BLOCK):
     return chi
 
 
-def eigen(model, backend, V):
+def eigen(model, backend, V, levels=None):
     """schrodinger.eigen on the device: (eps (NX, 3, N_sbn), chi (NX, 3, N_sbn, NZ)) by the kernels
-    ``eigenvalues`` and ``ipim`` (variant numerics.ipim)."""
-    eps, Dg = eigenvalues(model, V)
+    ``eigenvalues_nr`` from ``levels`` (numerics.eigen = newton) or ``eigenvalues`` (bisection),
+    then ``ipim`` (variant numerics.ipim)."""
+    if eigen_variant(model) == "newton":
+        eps, Dg = eigenvalues_nr(model, V, levels)
+    else:
+        eps, Dg = eigenvalues(model, V)
     return eps, ipim(model, eps, Dg, ipim_variant(model))

@@ -16,8 +16,11 @@ poisson function of the same name.
 ``newton_norms``      the four Newton norms + all(isfinite(x)) in one reduction and ONE host read.
 
 Variant ``numerics.linsys`` (construct_linsys and solve_linsys): ``block_cr`` (the above; NZ <=
-MAX_NZ), ``dense`` (dense.py: cuSOLVER LU of the dense matrix, the only GPU path for NZ > MAX_NZ),
-``auto`` (default) = block_cr where NZ <= MAX_NZ, dense otherwise.
+MAX_NZ), ``batched_cr`` (the same block form from construct_kernel, solved by
+blocktri_batched.solve_cr_batched: block cyclic reduction over cuBLAS batched LU
+(``cupy.cublas.batched_gesv``) and strided-batched GEMM, any NZ), ``dense`` (dense.py: cuSOLVER LU
+of the dense matrix; kept as the baseline of the benchmarks), ``auto`` (default) = block_cr where
+NZ <= MAX_NZ, batched_cr otherwise.
 """
 from __future__ import annotations
 
@@ -26,8 +29,9 @@ import math
 import numpy as np
 
 import cupy as cp
+from cupy import cublas
 
-from solver.bsp import blocktri
+from solver.bsp import blocktri, blocktri_batched
 from solver.bsp.kernels import f64, linsys_variant
 from solver.bsp.kernels.cuda import _build, dense
 
@@ -53,8 +57,8 @@ def _dense(model) -> bool:
 
 
 def construct_linsys(model, backend, sysm, F, rhs_int, bflat):
-    """((D, lo, up), b): the row-equilibrated block form on the device (variant block_cr), or the
-    dense form of dense.py (variant dense)."""
+    """((D, lo, up), b): the row-equilibrated block form on the device (variants block_cr and
+    batched_cr), or the dense form of dense.py (variant dense)."""
     if _dense(model):
         return dense.construct_linsys(model, backend, sysm, F, rhs_int, bflat)
     NX, NZ = sysm.NX, sysm.NZ
@@ -70,11 +74,27 @@ def construct_linsys(model, backend, sysm, F, rhs_int, bflat):
 
 
 def solve_linsys(model, backend, sysm, A, b):
-    """x (NX NZ,) of the system construct_linsys built: block cyclic reduction (variant block_cr)
-    or cuSOLVER LU (variant dense); Dirichlet entries equal b exactly."""
-    if _dense(model):
+    """x (NX NZ,) of the system construct_linsys built: block cyclic reduction by the CR kernels
+    (variant block_cr) or over batched LU / GEMM (batched_cr), or cuSOLVER LU (dense); Dirichlet
+    entries equal b exactly."""
+    v = linsys_variant(model)
+    if v == "dense":
         return dense.solve_linsys(model, backend, sysm, A, b)
+    if v == "batched_cr":
+        return solve_linsys_batched(model, backend, sysm, A, b)
     return solve_linsys_cr(model, backend, sysm, A, b)
+
+
+def solve_linsys_batched(model, backend, sysm, A, b):
+    """x (NX NZ,) by blocktri_batched.solve_cr_batched on the device, the batched LU solves by
+    cuBLAS getrfBatched / getrsBatched (``cupy.cublas.batched_gesv``, also beyond cupy.linalg.solve's
+    batched limit of 256), no host synchronisation."""
+    D, lo, up = A
+    key = ("cuda.newton", "dirichlet", sysm.x_bc)
+    cache = model.device_cache
+    if key not in cache or cache[key][0] is not sysm:
+        cache[key] = (sysm, cp.asarray(blocktri.block_system(model, sysm).dirichlet))
+    return blocktri_batched.solve_cr_batched(cp, D, lo, up, b, cache[key][1], gesv=cublas.batched_gesv).ravel()
 
 
 def _cr_work(model, NX: int, NZ: int):

@@ -310,8 +310,9 @@ def _eigen_kernel(V, kd, ko, Vc, scale, sign_thr, x0, eps, chi):
                 chi[i, nu, k, j + 1] = (vec[k, j] * scale) * sgn
 
 
-def eigen(model, backend, V):
-    """schrodinger.solve_eigen (same arguments, same result): (eps (NX, 3, N_sbn), chi (NX, 3, N_sbn, NZ))."""
+def eigen(model, backend, V, levels=None):
+    """schrodinger.eigen (same arguments, same result): (eps (NX, 3, N_sbn), chi (NX, 3, N_sbn, NZ));
+    bisection from the Gershgorin bounds: the warm-start ``levels`` are not used."""
     _threads(backend)
     V = _f64(V)
     NX, NZ = V.shape
