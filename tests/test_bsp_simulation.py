@@ -282,3 +282,33 @@ def test_checkpoint_keeps_the_densities_as_computed(tmp_path):
     assert back.load_checkpoint(tmp_path / CHECKPOINT)
     np.testing.assert_array_equal(back.state.rho, sim.state.rho)
     np.testing.assert_array_equal(back.state.PhiHat, sim.state.PhiHat)
+
+
+def test_resumed_potential_starts_from_the_checkpointed_eigenpairs(tmp_path, monkeypatch):
+    """After a resume the first POTENTIAL gets the last ITER's eigenpairs (the checkpoint's eps,
+    chi), as it does in an uninterrupted run: warm-started eigenvalues depend on them.  Perturbed
+    so that eigenpairs recomputed from V would show."""
+    from solver.bsp import poisson
+
+    cfg = cfg_of("output.checkpoint_every_steps=1", steps=2)
+    sim = sim_of(cfg, tmp_path)
+    sim._timer_rows = []  # as Simulation.run
+    sim.startup()
+    sim.step()
+    sim.state.eps = sim.state.eps * (1 + 1e-13)
+    sim.save_checkpoint()
+    seen = []
+    real = poisson.potential
+
+    def spy(*a, state=None, **k):
+        seen.append(state)
+        return real(*a, state=state, **k)
+
+    monkeypatch.setattr(poisson, "potential", spy)
+    back = sim_of(cfg, tmp_path)
+    back._timer_rows = []
+    assert back.load_checkpoint(tmp_path / CHECKPOINT)
+    back.step()
+    assert seen[0] is not None
+    np.testing.assert_array_equal(seen[0].eps, sim.state.eps)
+    np.testing.assert_array_equal(seen[0].chi, sim.state.chi)

@@ -282,6 +282,10 @@ class Simulation:
         else:  # a checkpoint written before they were stored
             self._dens(st)
         st.N = poisson.volume_density(self.model, be, st.rho, st.chi)
+        # the next POTENTIAL starts from the last ITER's eigenpairs, as in the uninterrupted run
+        # (with warm-started eigenvalues they are not a function of V alone: recomputing them
+        # from V would change the last bits)
+        self._iter = poisson.IterResult("POTENTIAL", st.V, st.eps, st.chi, st.rho, st.N, 0, {})
         return True
 
     # ------------------------------------------------------------------ driver
