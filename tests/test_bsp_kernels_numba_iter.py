@@ -67,10 +67,10 @@ def test_eigen_small_mesh_and_one_subband(be, rng):
         assert rel(e1, e0) <= TOL and rel(c1, c0) <= TOL, (ov, rel(e1, e0), rel(c1, c0))
 
 
-def test_eigen_and_solve_are_bitwise_deterministic(coarse, rng):
+def test_eigen_and_solve_are_bitwise_deterministic(coarse, rng, newton_cases):
     m, ic = coarse
     V = ic.V + 0.1 * rng.standard_normal(ic.V.shape)
-    sysm, F, rhs, bvals = _problem(m, "dirichlet", rng)
+    sysm, F, rhs, bvals = _problem(newton_cases, m, "dirichlet", rng)
     out = []
     for threads in (1, 2, 2):
         b = get_backend("numba", threads=threads)
@@ -94,15 +94,10 @@ def test_frechet_matches_reference(be, coarse):
 
 
 # ---------------------------------------------------------------------------- the Newton system
-def _problem(m, bc, rng, F=None):
-    sysm = poisson.NewtonSystem(m, bc)
-    nz = m.NZ - 2
-    if F is None:  # symmetric positive semidefinite blocks, like the Frechet kernel's
-        B = rng.standard_normal((m.NX - 2, 2 * nz, nz))
-        F = 20.0 * np.einsum("iaj,ia,iak->ijk", B, rng.uniform(0.0, 1.0, (m.NX - 2, 2 * nz)), B) / nz
-    rhs = rng.standard_normal((m.NX - 2, nz))
-    bvals = sysm.boundary_values(m, 0.3 + 0.1 * rng.standard_normal(m.NZ), 0.4 + 0.1 * rng.standard_normal(m.NZ))
-    return sysm, F, rhs, bvals.ravel()
+def _problem(newton_cases, m, bc, rng):
+    """(sysm, F, rhs, bvals) of conftest's Newton test problems (SPD Frechet-like blocks)."""
+    sysm, F, rhs, bvals, *_ = newton_cases.problem(m, bc, rng)
+    return sysm, F, rhs, bvals
 
 
 MESHES = [("mesh.NX=13", "mesh.NZ=11"), ("mesh.NX=16", "mesh.NZ=9"), ("mesh.NX=17", "mesh.NZ=13"),
@@ -111,9 +106,9 @@ MESHES = [("mesh.NX=13", "mesh.NZ=11"), ("mesh.NX=16", "mesh.NZ=9"), ("mesh.NX=1
 
 @pytest.mark.parametrize("mesh", MESHES)
 @pytest.mark.parametrize("bc", ["neumann", "dirichlet"])
-def test_construct_and_solve_match_sparse_lu(be, mesh, bc, rng):
+def test_construct_and_solve_match_sparse_lu(be, mesh, bc, rng, newton_cases):
     m = model(*mesh)
-    sysm, F, rhs, bvals = _problem(m, bc, rng)
+    sysm, F, rhs, bvals = _problem(newton_cases, m, bc, rng)
     A0, b0 = poisson.construct_linsys(m, NP, sysm, F, rhs, bvals)
     x0 = poisson.solve_linsys(m, NP, sysm, A0, b0)
     (D, lo, up), b = ni.construct_linsys(m, be, sysm, F, rhs, bvals)
@@ -128,26 +123,11 @@ def test_construct_and_solve_match_sparse_lu(be, mesh, bc, rng):
     np.testing.assert_array_equal(x1[d], bvals[d])
 
 
-def test_solve_pivots_inside_blocks(be, rng):
+def test_solve_pivots_inside_blocks(be, rng, newton_cases):
     """A symmetric indefinite Frechet block (POTENTIAL's rho need not be monotone) chosen so that
     the leading 3 x 3 minor of block 1 vanishes: without pivoting the LU divides by ~0."""
-    m = model("mesh.NX=11", "mesh.NZ=9")
-    sysm, F, rhs, bvals = _problem(m, "dirichlet", rng)
-    bs = blocktri.BlockSystem(sysm)
-    F0 = rng.standard_normal((m.NZ - 2, m.NZ - 2))
-    F[0] = F0 + F0.T
-
-    def minor3(t):
-        M = bs.D0[1].copy()
-        M[1:-1, 1:-1] += bs.cp_dz * F[0]
-        M[2, 2] += bs.cp_dz * t
-        return np.linalg.det(M[:3, :3])
-
-    d0 = minor3(0.0)
-    F[0, 1, 1] += -d0 / (minor3(1.0) - d0)  # det is linear in t
+    m, bs, sysm, F, rhs, bvals, x0, d0, minor3 = newton_cases.indefinite(rng)
     assert abs(minor3(0.0)) < 1e-9 * abs(d0)
-    A0, b0 = poisson.construct_linsys(m, NP, sysm, F, rhs, bvals)
-    x0 = poisson.solve_linsys(m, NP, sysm, A0, b0)
     A1, b1 = ni.construct_linsys(m, be, sysm, F, rhs, bvals)
     x1 = ni.solve_linsys(m, be, sysm, A1, b1)
     assert rel(x1, x0) <= TOL, rel(x1, x0)

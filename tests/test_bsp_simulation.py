@@ -265,16 +265,22 @@ def test_overlap_switch_is_accepted_and_a_no_op_on_the_cpu():
         cfg_of("numerics.overlap=3", steps=1)
 
 
-def test_checkpoint_keeps_the_densities_as_computed(tmp_path):
-    """rho and PhiHat come back from the checkpoint as the run had them, not recomputed by the
-    array DENS: the RK fast path forms them in its own summation order (last-bit differences),
-    and a resumed run must continue from the same bits.  Perturbed here so that a recomputation
-    would show."""
+def _one_step(tmp_path):
+    """(cfg, a simulation after its start-up and one step), writing into tmp_path."""
     cfg = cfg_of("output.checkpoint_every_steps=1", steps=2)
     sim = sim_of(cfg, tmp_path)
     sim._timer_rows = []  # as Simulation.run
     sim.startup()
     sim.step()
+    return cfg, sim
+
+
+def test_checkpoint_keeps_the_densities_as_computed(tmp_path):
+    """rho and PhiHat come back from the checkpoint as the run had them, not recomputed by the
+    array DENS: the RK fast path forms them in its own summation order (last-bit differences),
+    and a resumed run must continue from the same bits.  Perturbed here so that a recomputation
+    would show."""
+    cfg, sim = _one_step(tmp_path)
     sim.state.rho = sim.state.rho * (1 + 1e-13)
     sim.state.PhiHat = sim.state.PhiHat * (1 - 1e-13)
     sim.save_checkpoint()
@@ -290,11 +296,7 @@ def test_resumed_potential_starts_from_the_checkpointed_eigenpairs(tmp_path, mon
     so that eigenpairs recomputed from V would show."""
     from solver.bsp import poisson
 
-    cfg = cfg_of("output.checkpoint_every_steps=1", steps=2)
-    sim = sim_of(cfg, tmp_path)
-    sim._timer_rows = []  # as Simulation.run
-    sim.startup()
-    sim.step()
+    cfg, sim = _one_step(tmp_path)
     sim.state.eps = sim.state.eps * (1 + 1e-13)
     sim.save_checkpoint()
     seen = []
