@@ -23,8 +23,9 @@ OPTIONAL = frozenset({"cupy", "cupyx", "numba", "llvmlite"})
 
 
 def _missing_optional(exc: ModuleNotFoundError) -> bool:
-    root = (exc.name or "").split(".")[0]
-    return root in OPTIONAL
+    """The optional package itself is missing (not a submodule of an installed one: a broken
+    CuPy or numba install fails loudly)."""
+    return exc.name in OPTIONAL
 
 
 class Registry:

@@ -169,7 +169,7 @@ def test_implementations_numba():
     for p in BTE_PHASES:
         assert impl[p].startswith("solver.bsp.kernels.numba."), impl[p]
     assert impl["eigen"] == "solver.bsp.kernels.numba.iter.eigen"  # no variant key on the CPU
-    assert impl["RK"] == "solver.bsp.bte.rk_update"  # the RK fast path is CUDA only
+    assert impl["RK"] == "solver.bsp.bte.rk3_combine"  # the RK fast path is CUDA only
     assert kernels.implementations(model("numerics.kernels=array"), be) == kernels.REFERENCE
 
 
@@ -193,7 +193,7 @@ def test_implementations_cupy_behind_a_stand_in(emulated_cuda, monkeypatch):
     assert dense["construct_linsys"].endswith("[numerics.linsys=dense]")
     exact = kernels.implementations(model("numerics.bte_kernels=exact"), be)
     assert exact["WENO_phi"] == "solver.bsp.kernels.cuda.weno.weno_phi [numerics.bte_kernels=exact]"
-    assert exact["RK"] == "solver.bsp.bte.rk_update"  # no RK fast path: rhs + rk3_combine, DENS as array code
+    assert exact["RK"] == "solver.bsp.bte.rk3_combine"  # no RK fast path: rhs + rk3_combine, DENS as array code
 
 
 def test_rk_fast_path_only_with_fast_bte_kernels(emulated_cuda, monkeypatch):
@@ -211,7 +211,13 @@ def test_run_records_the_implementations(tmp_path):
                       "time.steps=1", "time.t_end_ps=null", "output.checkpoint_every_steps=0"])
     sim = Simulation(cfg, NP_BE, tmp_path, progress=False)
     rec = sim.run(resume=False)
-    assert rec["kernels"] == {"mode": "auto", "implementations": kernels.REFERENCE}
+    impl = rec["kernels"]["implementations"]
+    assert rec["kernels"]["mode"] == "auto" and list(impl) == list(kernels.PHASES)
+    # literal names of what a numpy run executes (not the code's own table)
+    assert impl["WENO_phi"] == "solver.bsp.weno.weno_phi"
+    assert impl["RK"] == "solver.bsp.bte.rk3_combine"
+    assert impl["eigen"] == "solver.bsp.schrodinger.eigen"
+    assert impl["solve_linsys"] == "solver.bsp.poisson.solve_linsys"
 
 
 # ---------------------------------------------------------------------------- whole runs

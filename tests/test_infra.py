@@ -118,3 +118,23 @@ def test_git_info_records_the_source_commit_of_a_copied_tree(monkeypatch):
     monkeypatch.setenv("SOLVER_SOURCE_COMMIT", "abc123")
     info = provenance.git_info()
     assert info["source_commit"] == "abc123" and "commit" in info
+
+
+def test_dispatch_missing_package_vs_broken_install():
+    """Only the optional package itself missing means "no fast path"; a missing submodule of an
+    installed one (a broken install) or any other import error propagates."""
+    from solver.dispatch import Registry
+
+    def missing():
+        raise ModuleNotFoundError("No module named 'cupy'", name="cupy")
+
+    def broken():
+        raise ModuleNotFoundError("No module named 'cupy.cublas'", name="cupy.cublas")
+
+    def ours():
+        raise ModuleNotFoundError("No module named 'solver.bsp.kernels.cuda.nope'", name="solver.bsp.kernels.cuda.nope")
+
+    assert Registry("t", {"cupy": missing}).table("cupy") == {}
+    for loader in (broken, ours):
+        with pytest.raises(ModuleNotFoundError):
+            Registry("t", {"cupy": loader}).table("cupy")

@@ -423,6 +423,7 @@ def iter_kernels(cfg_path=None, overrides=(), nz=(33, 49, 65, 97, 129), nx=65, n
     cp = be.xp
     eig, ipim_block = cuda_eigen_module()
     ipim_default = "a"  # numerics.ipim default (schema)
+    eigen_default = "eigenvalues_nr"  # numerics.eigen default (auto = newton on the GPU)
     tm = SpinTimer(cp)
     rows1, rows4 = [], []
     for NZ in nz:
@@ -433,7 +434,10 @@ def iter_kernels(cfg_path=None, overrides=(), nz=(33, 49, 65, 97, 129), nx=65, n
         V = cp.ascontiguousarray(last["eigen"][2])
         eps, Dg = eig.eigenvalues(m, V)
         chi = {v: eig.ipim(m, eps, Dg, variant=v) for v in "ab"}
+        args = last["eigen"]
+        levels = args[3] if len(args) > 3 else None  # the warm start the last call had (None: cold)
         t = {"eigenvalues": tm(lambda: eig.eigenvalues(m, V), reps),
+             "eigenvalues_nr": tm(lambda: eig.eigenvalues_nr(m, V, levels), reps),
              "ipim_a": tm(lambda: eig.ipim(m, eps, Dg, variant="a"), reps),
              "ipim_b": tm(lambda: eig.ipim(m, eps, Dg, variant="b"), reps)}
         ne = calls["eigen"]
@@ -444,11 +448,12 @@ def iter_kernels(cfg_path=None, overrides=(), nz=(33, 49, 65, 97, 129), nx=65, n
                       "ipim_a_s_per_step": t["ipim_a"][0] * ne, "ipim_b_s_per_step": t["ipim_b"][0] * ne,
                       "paper_v100_a_s_per_step": pa, "paper_v100_b_s_per_step": pb,
                       "eigenvalues_s_per_call": t["eigenvalues"][0],
+                      "eigenvalues_nr_s_per_call": t["eigenvalues_nr"][0], "eigenvalues_nr_warm": levels is not None,
                       "bitwise_equal_a_b": bool(cp.array_equal(chi["a"], chi["b"])),
                       "launch_overhead_hidden": all(v[2] for v in t.values()), "newton_solve": path})
         if NZ != standard_nz:
             continue
-        per_step = {"eigenvalues": ne, "ipim_a": ne, "ipim_b": ne}
+        per_step = {"eigenvalues": ne, "eigenvalues_nr": ne, "ipim_a": ne, "ipim_b": ne}
         for phase in ("Frechet", "construct_linsys", "solve_linsys", "newton_rhs", "newton_norms"):
             if phase in last:
                 fn = fast_table("cupy")[phase]
@@ -457,7 +462,10 @@ def iter_kernels(cfg_path=None, overrides=(), nz=(33, 49, 65, 97, 129), nx=65, n
         nlev = len(blocktri.cr_levels(nx))
         matvec = "cuda_matvec_product + cuda_update_x"
         spec = [
-            ("eigenvalues", "eigenvalues", "cuda_eigenvalues_NR", 1, ""),
+            ("eigenvalues_nr", "eigenvalues_nr (Newton-Raphson, bisection safeguard)", "cuda_eigenvalues_NR", 1,
+             "warm start: the levels of the previous Newton iterate" if levels is not None else
+             "no warm start recorded: timed cold (= bisection)"),
+            ("eigenvalues", "eigenvalues (bisection)", "cuda_eigenvalues_NR", 1, "numerics.eigen=bisection"),
             ("ipim_a", "ipim kernel A (global memory)", "cuda_tridiag_Thomas", 1, ""),
             ("ipim_b", "ipim kernel B (shared memory)", "cuda_tridiag_Thomas", 1, ""),
             ("Frechet", "frechet", "cuda_compute_frechet", 1, ""),
@@ -476,7 +484,8 @@ def iter_kernels(cfg_path=None, overrides=(), nz=(33, 49, 65, 97, 129), nx=65, n
                 p3090, pv100 = PAPER_T4.get(pname, (np.nan, np.nan))
             per_call = t[key][0]
             rows4.append({"mesh": f"{nsbn}x{nx}x{NZ}x{nw}x{nphi}", "kernel": name,
-                          "used_by_default": key not in ("ipim_a", "ipim_b") or key == f"ipim_{ipim_default}",
+                          "used_by_default": (key == f"ipim_{ipim_default}" if key in ("ipim_a", "ipim_b") else
+                                              key == eigen_default if key in ("eigenvalues", "eigenvalues_nr") else True),
                           "launches_per_call": launches, "calls_per_step": per_step[key],
                           "us_per_call": 1e6 * per_call, "us_per_step": 1e6 * per_call * per_step[key],
                           "paper_kernel": pname, "paper_rtx3090_us_per_step": p3090,

@@ -38,7 +38,7 @@ REFERENCE = {
     "WENO_phi": "solver.bsp.weno.weno_phi",
     "scat_gain": "solver.bsp.scattering.scat_gain",
     "scat_loss": "solver.bsp.scattering.scat_loss",
-    "RK": "solver.bsp.bte.rk_update",
+    "RK": "solver.bsp.bte.rk3_combine",  # without the fast path: rhs + rk3_combine, DENS apart
     "eigen": "solver.bsp.schrodinger.eigen",
     "Frechet": "solver.bsp.poisson.frechet",
     "construct_linsys": "solver.bsp.poisson.construct_linsys",
