@@ -64,6 +64,7 @@ def test_cli_overwrite_option(tmp_path, capsys):
     cfg.write_text("mesh: {N_sbn: 3, NX: 9, NZ: 13, NW: 12, NPHI: 8}\ntime: {steps: 1, t_end_ps: null}\n")
     out = str(tmp_path / "out")
     assert main(["run", str(cfg), "--out", out, "--no-progress"]) == 0
+    assert (tmp_path / "out" / "quicklook.png").read_bytes()[:4] == b"\x89PNG"
     assert main(["run", str(cfg), "--out", out, "--no-progress", "--set", "bias.V_DS=0.05"]) == 2
     assert "--overwrite" in capsys.readouterr().err
     assert main(["run", str(cfg), "--out", out, "--no-progress", "--set", "bias.V_DS=0.05", "--overwrite"]) == 0
@@ -187,4 +188,10 @@ def test_fault_stops_with_step_stage_phase_and_keeps_checkpoint(module, name, n,
 def test_fault_before_any_checkpoint_says_so(tmp_path, monkeypatch):
     monkeypatch.setattr(simulation.poisson, "potential", _nth_call(simulation.poisson, "potential", 0, _newton_fails))
     with pytest.raises(RunFault, match="step 1, RK stage 1, phase ITER: .*; no checkpoint was written yet"):
+        sim_of(cfg_of(), tmp_path).run()
+
+
+def test_startup_newton_failure_is_a_fault(tmp_path, monkeypatch):
+    monkeypatch.setattr(simulation.poisson, "initcond", _nth_call(simulation.poisson, "initcond", 0, _newton_fails))
+    with pytest.raises(RunFault, match=r"start-up \(INITCOND, THERMEQUIL\): Newton failed"):
         sim_of(cfg_of(), tmp_path).run()

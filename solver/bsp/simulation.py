@@ -405,7 +405,10 @@ class Simulation:
                 if p0 is not None and not (self.out / "profiles_t0.csv").exists():
                     io.write_csv(p0, self.out / "profiles_t0.csv", float_format="%.10e")
         if not resumed:
-            self.startup()
+            try:
+                self.startup()
+            except poisson.ConvergenceError as exc:
+                raise RunFault(f"start-up (INITCOND, THERMEQUIL): Newton failed ({exc})") from None
             host = self.host_fields(self.state)
             self.profiles_t0 = self.write_profiles(host, "profiles_t0.csv")
             self.record_scalars(host)
@@ -471,6 +474,7 @@ class Simulation:
                                 attrs={"config": self.cfg, "config_hash": provenance.config_hash(self.cfg),
                                        "summary": summary})
             io.write_json(self.out / "run.json", record)
+            output.quicklook(self.out / "quicklook.png", m, final, host, st.t)
             ck = self.out / CHECKPOINT
             if ck.exists():
                 ck.unlink()
