@@ -5,7 +5,9 @@ traceback from the numerics.  ``--set key.sub=value`` overrides are parsed as YA
 """
 from __future__ import annotations
 
+import argparse
 import copy
+import math
 import sys
 from pathlib import Path
 
@@ -13,15 +15,35 @@ import yaml
 
 
 class ConfigError(ValueError):
-    """A configuration value is invalid; the message names the key and what is allowed."""
+    """A bad input (configuration value, option, file or folder); the message is one line naming
+    the key or option, what was given and what is allowed.  ``python -m solver`` prints it and
+    exits with code 2."""
+
+
+class RunFault(RuntimeError):
+    """A run stopped on a numerical fault (non-finite values, negative density, Newton failure);
+    the message names the step, stage and phase and the checkpoint kept.  Exit code 3."""
 
 
 def load_yaml(path) -> dict:
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"config file {str(path)!r} does not exist")
-    with open(path) as f:
-        data = yaml.safe_load(f) or {}
+    raw = path.read_bytes()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise ConfigError(f"config file {str(path)!r}, line {line}: not UTF-8 text (byte {raw[exc.start]:#04x})") from None
+    try:
+        data = yaml.safe_load(text) or {}
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+        where = f", line {mark.line + 1}" if mark is not None else ""
+        what = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        if "\\t" in what:
+            what += " (indent with spaces, not tabs)"
+        raise ConfigError(f"config file {str(path)!r}{where}: not valid YAML: {what}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"config file {str(path)!r}: top level must be a mapping")
     return data
@@ -40,7 +62,10 @@ def apply_overrides(cfg: dict, overrides) -> dict:
             node = node.setdefault(p, {})
             if not isinstance(node, dict):
                 raise ConfigError(f"override {item!r}: {p!r} is not a section")
-        node[parts[-1]] = yaml.safe_load(raw)
+        try:
+            node[parts[-1]] = yaml.safe_load(raw)
+        except yaml.YAMLError:
+            raise ConfigError(f"override {item!r}: the value is not a YAML scalar") from None
     return cfg
 
 
@@ -86,6 +111,30 @@ def _check_keys(cfg, schema: dict, where: str, prefix: str = "") -> None:
         _check_keys(v, props[k], where, f"{prefix}{k}.")
 
 
+def _types(schema: dict) -> set:
+    t = schema.get("type", ())
+    return {t} if isinstance(t, str) else set(t)
+
+
+def check_numbers(cfg, schema: dict, where: str = "config", prefix: str = "") -> None:
+    """Every number finite (JSON schema cannot say so; NaN passes ``minimum``), and a value the
+    schema types as integer given as an integer (not ``33.0``)."""
+    if isinstance(cfg, dict):
+        props = schema.get("properties", {})
+        for k, v in cfg.items():
+            check_numbers(v, props.get(k, {}), where, f"{prefix}{k}.")
+    elif isinstance(cfg, list):
+        for i, v in enumerate(cfg):
+            check_numbers(v, schema.get("items", {}) if isinstance(schema.get("items"), dict) else {},
+                          where, f"{prefix}{i}.")
+    elif isinstance(cfg, float):
+        key = prefix.rstrip(".")
+        if not math.isfinite(cfg):
+            raise ConfigError(f"{where} key '{key}': {cfg} is not a finite number; allowed: {_describe(schema)}")
+        if "integer" in _types(schema) and "number" not in _types(schema):
+            raise ConfigError(f"{where} key '{key}': {cfg} is not an integer; allowed: {_describe(schema)}")
+
+
 def validate(cfg: dict, schema: dict, where: str = "config") -> dict:
     """Fill defaults, then validate; raise ConfigError naming the first bad key.
 
@@ -95,23 +144,24 @@ def validate(cfg: dict, schema: dict, where: str = "config") -> dict:
     try:
         import jsonschema
     except ImportError:
-        print(f"warning: jsonschema is not installed; {where} checked for unknown keys only", file=sys.stderr)
+        print(f"warning: jsonschema is not installed; {where} checked for unknown keys and numbers only",
+              file=sys.stderr)
         _check_keys(cfg, schema, where)
+        check_numbers(cfg, schema, where)
         return cfg
     validator = jsonschema.Draft202012Validator(schema)
     errors = sorted(validator.iter_errors(cfg), key=lambda e: (len(e.path), list(map(str, e.path))))
-    if errors:
-        lines = []
-        for e in errors[:5]:
-            key = ".".join(str(p) for p in e.path) or "(top level)"
-            if e.validator == "additionalProperties":
-                allowed = ", ".join(sorted(e.schema.get("properties", {})))
-                lines.append(f"{where} key '{key}': {e.message}; allowed keys: {allowed}")
-            elif e.validator == "required":
-                lines.append(f"{where} key '{key}': {e.message}")
-            else:
-                lines.append(f"{where} key '{key}': {e.message}; allowed: {_describe(e.schema)}")
-        raise ConfigError("\n".join(lines))
+    if errors:  # the first bad key, on one line
+        e = errors[0]
+        key = ".".join(str(p) for p in e.path) or "(top level)"
+        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+        if e.validator == "additionalProperties":
+            allowed = ", ".join(sorted(e.schema.get("properties", {})))
+            raise ConfigError(f"{where} key '{key}': {e.message}; allowed keys: {allowed}{more}")
+        if e.validator == "required":
+            raise ConfigError(f"{where} key '{key}': {e.message}{more}")
+        raise ConfigError(f"{where} key '{key}': {e.message}; allowed: {_describe(e.schema)}{more}")
+    check_numbers(cfg, schema, where)
     return cfg
 
 
@@ -122,3 +172,50 @@ def load_schema(path) -> dict:
 
 def load_config(path, schema: dict, overrides=()) -> dict:
     return validate(apply_overrides(load_yaml(path), overrides), schema)
+
+
+# ---------------------------------------------------------------------- command-line options
+def _option_type(kind, what: str, ok):
+    """An argparse ``type``: parse with ``kind``; refuse unless finite and ``ok(value)``."""
+    def parse(text):
+        try:
+            v = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
+        if (isinstance(v, float) and not math.isfinite(v)) or not ok(v):
+            raise argparse.ArgumentTypeError(f"{text!r} given; allowed: {what}")
+        return v
+    parse.__name__ = what  # argparse names the type in its own messages
+    return parse
+
+
+def int_option(minimum: int):
+    """An integer option >= ``minimum``."""
+    return _option_type(int, f"an integer >= {minimum}", lambda v: v >= minimum)
+
+
+def float_option(minimum=None, exclusive_minimum=None, maximum=None):
+    """A finite float option within the given bounds."""
+    bits = ["a finite number"]
+    if minimum is not None:
+        bits.append(f">= {minimum}")
+    if exclusive_minimum is not None:
+        bits.append(f"> {exclusive_minimum}")
+    if maximum is not None:
+        bits.append(f"<= {maximum}")
+    return _option_type(float, " ".join(bits), lambda v: (minimum is None or v >= minimum)
+                        and (exclusive_minimum is None or v > exclusive_minimum) and (maximum is None or v <= maximum))
+
+
+def list_option(item, what: str):
+    """A comma list (at least one item) whose items parse with the option type ``item``."""
+    def parse(text):
+        parts = [p for p in str(text).split(",") if p.strip()]
+        if not parts:
+            raise argparse.ArgumentTypeError(f"{text!r} given; allowed: a comma list of {what}")
+        try:
+            return [item(p.strip()) for p in parts]
+        except argparse.ArgumentTypeError:
+            raise argparse.ArgumentTypeError(f"{text!r} given; allowed: a comma list of {what}") from None
+    parse.__name__ = f"comma list of {what}"
+    return parse

@@ -97,26 +97,6 @@ def test_resume_after_interrupt_matches_uninterrupted_run(tmp_path):
     assert sorted(ta["step"].unique()) == list(range(1, 7))
 
 
-def test_checkpoint_of_another_config_is_ignored(tmp_path):
-    cfg = cfg_of("output.checkpoint_every_steps=1", steps=3)
-    s = _DiesAfter(cfg, get_backend("numpy"), tmp_path, progress=False, n=2)
-    with pytest.raises(_Interrupted):
-        s.run()
-    assert (tmp_path / CHECKPOINT).exists()
-    other = cfg_of("output.checkpoint_every_steps=1", "bias.V_DS=0.05", steps=2)
-    log = []
-
-    class L:
-        def write(self, x):
-            log.append(x)
-
-        def flush(self):
-            pass
-
-    r = Simulation(other, get_backend("numpy"), tmp_path, progress=False, log=L()).run()
-    assert "another configuration" in "".join(log) and r["summary"]["steps"] == 2
-
-
 # ------------------------------------------------------------------------------ 2. equilibrium: no current
 def test_unbiased_bose_einstein_run_carries_no_current():
     steps = 20

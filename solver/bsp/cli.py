@@ -4,6 +4,8 @@ from __future__ import annotations
 import json
 import sys
 
+from solver.config import int_option
+
 
 def register(sub) -> None:
     p = sub.add_parser("run", help="run the BSP DG-MOSFET solver on a YAML configuration")
@@ -12,8 +14,10 @@ def register(sub) -> None:
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config value, e.g. --set mesh.NX=33 (repeatable)")
     p.add_argument("--backend", choices=["numpy", "numba", "cupy", "auto"], help="shortcut for numerics.backend")
-    p.add_argument("--threads", type=int, help="shortcut for numerics.threads (numba backend)")
+    p.add_argument("--threads", type=int_option(1), help="shortcut for numerics.threads (numba backend)")
     p.add_argument("--no-resume", action="store_true", help="ignore an existing checkpoint in --out")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace the run of another configuration found in --out (its files are removed)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=_run)
 
@@ -35,7 +39,7 @@ def _overrides(args) -> list[str]:
     ov = list(args.overrides)
     if getattr(args, "backend", None):
         ov.append(f"numerics.backend={args.backend}")
-    if getattr(args, "threads", None):
+    if getattr(args, "threads", None) is not None:
         ov.append(f"numerics.threads={args.threads}")
     return ov
 
@@ -50,11 +54,14 @@ def _show_config(args) -> int:
 def _run(args) -> int:
     from solver.bsp.model import load
 
+    from solver.io import check_out_dir
+
     cfg = load(args.config, _overrides(args))  # a bad value stops here, before any numerics
+    check_out_dir(args.out)
     from solver.bsp.simulation import Simulation
 
-    sim = Simulation(cfg, out_dir=args.out, progress=False if args.no_progress else None)
-    rec = sim.run(resume=not args.no_resume)
+    sim = Simulation(cfg, out_dir=args.out, progress=False if args.no_progress else None)  # checks memory
+    rec = sim.run(resume=not args.no_resume, overwrite=args.overwrite)
     s = rec["summary"]
     print(f"done: {s['steps']} steps to t = {s['t_end_s'] * 1e12:.4f} ps, mean current "
           f"{s['mean_current_A_per_m']:.6g} A/m, wall {s['wall_s']:.1f} s "

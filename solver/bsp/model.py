@@ -8,6 +8,7 @@ modules copy what they need to the backend once (``Model.on(backend)``).
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -50,6 +51,42 @@ def check_consistency(cfg: dict) -> None:
     if cfg["numerics"]["linsys"] == "block_cr" and m["NZ"] > MAX_NZ:
         raise _config.ConfigError(
             f"config key 'numerics.linsys': block_cr needs mesh.NZ <= {MAX_NZ} (got {m['NZ']}); use auto, batched_cr or dense")
+
+
+# Phi (N_sbn x 3 valleys x NX x NW x NPHI doubles) dominates memory; a numpy run peaks at about 10
+# arrays of its size, and 16 copies leave a margin (the estimate workflow/rules/common.smk gives SLURM).
+PHI_COPIES = 16
+
+
+def memory_need_bytes(cfg: dict) -> int:
+    m = cfg["mesh"]
+    return PHI_COPIES * 8 * m["N_sbn"] * 3 * m["NX"] * m["NW"] * m["NPHI"]
+
+
+def free_memory_bytes(backend) -> tuple[int, str]:
+    """Free memory where the run's arrays live: the GPU's for cupy, else the host's (MemAvailable)."""
+    if backend.is_gpu:
+        return int(backend.xp.cuda.runtime.memGetInfo()[0]), "free GPU memory"
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024, "available host memory"
+    except OSError:
+        pass
+    return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"), "free host memory"
+
+
+def check_memory(cfg: dict, backend) -> None:
+    """Refuse, before anything is allocated, a mesh whose estimate exceeds the free memory."""
+    need = memory_need_bytes(cfg)
+    free, where = free_memory_bytes(backend)
+    if need > free:
+        m = cfg["mesh"]
+        mesh = "x".join(str(m[k]) for k in ("N_sbn", "NX", "NZ", "NW", "NPHI"))
+        raise _config.ConfigError(
+            f"config key 'mesh': {mesh} needs about {need / 2**30:.1f} GiB ({PHI_COPIES} copies of Phi, "
+            f"N_sbn x 3 x NX x NW x NPHI doubles) but {free / 2**30:.1f} GiB of {where} is left; "
+            "allowed: a smaller mesh or a machine with more memory")
 
 
 @dataclass

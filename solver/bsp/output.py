@@ -87,3 +87,27 @@ def write_fields(path, model, host: dict, t: float, step: int, attrs: dict | Non
          "layout": "Phi-derived arrays in order i > nu > p (> l > m); V, N: (x, z)"}
     a.update(attrs or {})
     io.write_hdf5(path, data, attrs=a, units=FIELD_UNITS)
+
+
+def quicklook(path, model, prof: pd.DataFrame, host: dict, t: float) -> None:
+    """The run's quick-look figure: j(x) and N_s(x) from the profiles, and the potential V(x, z)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    s = model.scales
+    x_nm = prof["x_m"].to_numpy() * 1e9
+    fig, ax = plt.subplots(1, 3, figsize=(13, 3.6))
+    ax[0].plot(x_nm, prof["j_total_A_per_m"], marker=".")
+    ax[0].set(xlabel="x (nm)", ylabel="j (A/m)", title="current density j(x)")
+    ax[1].semilogy(x_nm, prof["Ns_total_m-2"], marker=".")
+    ax[1].set(xlabel="x (nm)", ylabel=r"$N_s$ (m$^{-2}$)", title=r"surface density $N_s(x)$")
+    im = ax[2].pcolormesh(x_nm, model.z * s.Z * 1e9, (host["V"] * s.V).T, shading="auto", cmap="viridis")
+    ax[2].set(xlabel="x (nm)", ylabel="z (nm)", title="potential V(x, z)")
+    fig.colorbar(im, ax=ax[2], label="V (V)")
+    fig.suptitle(f"{model.cfg['name']}: {model.N_sbn}x{model.NX}x{model.NZ}x{model.NW}x{model.NPHI}, "
+                 f"t = {t * s.t * 1e12:.4f} ps")
+    fig.tight_layout()
+    io.save_figure(fig, path)
+    plt.close(fig)

@@ -20,10 +20,16 @@ import pandas as pd
 from solver import io, provenance
 from solver.backend import get_backend
 from solver.bsp import bte, dens, output, poisson, scattering, schrodinger
-from solver.bsp.model import Model
+from solver.bsp.model import Model, check_memory
+from solver.config import ConfigError, RunFault
 from solver.timing import PhaseTimer
 
 CHECKPOINT = "checkpoint.h5"
+SNAPSHOTS = "snapshots"
+# what a run writes into its folder (cleaned by --overwrite); quicklook.png is the main job's figure
+RUN_FILES = (CHECKPOINT, "run.json", "profiles.csv", "profiles_t0.csv", "scalars.csv", "timers.csv", "fields.h5",
+             "quicklook.png")
+ETA_AFTER_STEPS = 3  # steps timed (after the first, which compiles and warms up) before an ETA is given
 STATE_ARRAYS = ("Phi", "V", "eps", "chi", "deps_dx")
 DENS_ARRAYS = ("rho", "PhiHat")  # DENS of Phi, stored as the run computed them
 
@@ -63,6 +69,7 @@ class Simulation:
         self.model = Model(cfg)
         nm = cfg["numerics"]
         self.backend = backend or get_backend(nm["backend"], nm["threads"])
+        check_memory(cfg, self.backend)
         self.xp = self.backend.xp
         self.out = Path(out_dir) if out_dir is not None else None
         self.progress = cfg["output"]["progress"] if progress is None else progress
@@ -144,10 +151,16 @@ class Simulation:
                         self._dens(st)
                     else:  # formed by the RK fast path
                         st.rho, st.PhiHat = dn
+                self._check_density(st, s)
                 self._launch_dx(st)
                 with tm.phase("ITER"):
-                    res = poisson.potential(m, be, st.V, st.rho, self.eq.V_b, timer=tm,
-                                            state=getattr(self, "_iter", None))
+                    try:
+                        res = poisson.potential(m, be, st.V, st.rho, self.eq.V_b, timer=tm,
+                                                state=getattr(self, "_iter", None))
+                    except poisson.ConvergenceError as exc:
+                        raise self._fault(s, "ITER", f"Newton failed ({exc})") from None
+                    if not math.isfinite(float(xp.sum(res.V))):
+                        raise self._fault(s, "ITER", "the potential V holds NaN or Inf")
                     self._iter = res
                     st.V, st.eps, st.chi, st.N = res.V, res.eps, res.chi, res.N
                     newton += int(res.iterations)
@@ -160,6 +173,34 @@ class Simulation:
         self._last_dt = dt
         step_times = tm.end_step()
         self._timer_rows.extend({"step": st.step, "phase": k, "seconds": v} for k, v in step_times.items())
+
+    # ------------------------------------------------------------------ faults
+    def _check_density(self, st: State, stage: int) -> None:
+        """NaN or Inf in Phi reaches rho = DENS(Phi) (a weighted sum over w and phi), so the small
+        rho is checked every stage and the big Phi only to tell which phase failed.  Single subband
+        densities dip slightly below zero in healthy runs (WENO undershoots, -3e-6 on a 3x9x13x12x8
+        mesh), so the fault is a negative total density N_s(x) (all valleys and subbands)."""
+        xp = self.xp
+        if not math.isfinite(float(xp.sum(st.rho))):
+            if not math.isfinite(float(xp.sum(st.Phi))):
+                raise self._fault(stage, "BTE", "Phi holds NaN or Inf")
+            raise self._fault(stage, "DENS", "the density rho holds NaN or Inf")
+        total = st.rho.sum(axis=(1, 2))
+        low = float(xp.min(total))
+        if low < 0:
+            i = int(xp.argmin(total))
+            raise self._fault(stage, "DENS", f"negative density (N_s summed over valleys and subbands = {low:.3e} "
+                                             f"at x node {i})")
+
+    def _fault(self, stage: int, phase: str, what: str) -> RunFault:
+        """The error that stops a run; the last checkpoint written stays where it is."""
+        ck = self.out / CHECKPOINT if self.out is not None else None
+        if ck is not None and ck.exists():
+            kept = (f"the last good checkpoint {ck} (step {self._checkpoint_step}) is kept: the same command "
+                    "resumes from it")
+        else:
+            kept = "no checkpoint was written yet (output.checkpoint_every_steps)"
+        return RunFault(f"step {self.state.step + 1}, RK stage {stage + 1}, phase {phase}: {what}; {kept}")
 
     # ------------------------------------------------------------------ overlap (paper 000 §3.4)
     def _launch_dx(self, st: State) -> None:
@@ -220,7 +261,8 @@ class Simulation:
         if self.out is None:
             return
         st = self.state
-        output.write_fields(self.out / "snapshots" / f"step_{st.step:07d}.h5", self.model, host, st.t, st.step)
+        output.write_fields(self.out / SNAPSHOTS / f"step_{st.step:07d}.h5", self.model, host, st.t, st.step,
+                            attrs={"config_hash": provenance.config_hash(self.cfg)})
 
     # ------------------------------------------------------------------ checkpoint
     def save_checkpoint(self) -> None:
@@ -252,15 +294,25 @@ class Simulation:
                     _write_table(f, "profiles_t0", p0)
                 if self._timer_rows:
                     _write_table(f, "timers", pd.DataFrame(self._timer_rows))
+        self._checkpoint_step = st.step
 
     def load_checkpoint(self, path) -> bool:
+        """Resume from ``path`` (of this configuration: run() has checked the folder) and return True;
+        an unreadable file stops with the way out."""
+        try:
+            self._read_checkpoint(path)
+        except (OSError, KeyError, ValueError, TypeError) as exc:
+            why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise ConfigError(f"checkpoint {str(path)!r} is corrupt or unreadable ({why}); rerun with --no-resume "
+                              "to start afresh in this folder, or use a fresh --out folder") from None
+        self._checkpoint_step = self.state.step
+        return True
+
+    def _read_checkpoint(self, path) -> None:
         import h5py
 
         be = self.backend
         with h5py.File(path, "r") as f:
-            if f.attrs["config_hash"] != provenance.config_hash(self.cfg):
-                print(f"checkpoint {path} belongs to another configuration: starting afresh", file=self.log)
-                return False
             arrays = {k: be.asarray(f[k][...]) for k in STATE_ARRAYS}
             self.state = State(**arrays, step=int(f.attrs["step"]), t=float(f.attrs["t"]),
                                A_eps=float(f.attrs["A_eps"]), newton_iterations=int(f.attrs["newton_iterations"]))
@@ -286,7 +338,51 @@ class Simulation:
         # (with warm-started eigenvalues they are not a function of V alone: recomputing them
         # from V would change the last bits)
         self._iter = poisson.IterResult("POTENTIAL", st.V, st.eps, st.chi, st.rho, st.N, 0, {})
-        return True
+
+    # ------------------------------------------------------------------ run folder
+    def folder_hashes(self) -> set:
+        """Configuration hashes of the run(s) already in the output folder: from the checkpoint,
+        run.json and the snapshots (an unreadable file tells nothing)."""
+        import h5py
+
+        found = set()
+        files = [self.out / CHECKPOINT, self.out / "fields.h5"] + sorted((self.out / SNAPSHOTS).glob("step_*.h5"))
+        for p in files:
+            try:
+                with h5py.File(p, "r") as f:
+                    if "config_hash" in f.attrs:
+                        found.add(str(f.attrs["config_hash"]))
+            except (OSError, KeyError):
+                pass
+        try:
+            found.add(io.read_json(self.out / "run.json")["config_hash"])
+        except (OSError, ValueError, KeyError):
+            pass
+        return found
+
+    def claim_folder(self, overwrite: bool) -> None:
+        """Refuse an output folder holding another configuration's run unless ``overwrite``; then
+        remove that run's files (nothing else in the folder)."""
+        io.check_out_dir(self.out)
+        if not self.out.is_dir():
+            return
+        mine = provenance.config_hash(self.cfg)
+        others = self.folder_hashes() - {mine}
+        if not others:
+            return
+        if not overwrite:
+            raise ConfigError(f"--out {str(self.out)!r} holds the run of another configuration (config hash "
+                              f"{', '.join(sorted(others))}; this one is {mine}); allowed: --overwrite to replace "
+                              "it, or another folder")
+        for name in RUN_FILES:
+            (self.out / name).unlink(missing_ok=True)
+        snaps = self.out / SNAPSHOTS
+        for p in snaps.glob("step_*.h5"):
+            p.unlink()
+        if snaps.is_dir() and not any(snaps.iterdir()):
+            snaps.rmdir()
+        print(f"--overwrite: removed the run of configuration {', '.join(sorted(others))} from {self.out}",
+              file=self.log)
 
     # ------------------------------------------------------------------ driver
     def done(self) -> bool:
@@ -295,22 +391,29 @@ class Simulation:
             return True
         return st.t >= self.t_end * (1 - 1e-12)
 
-    def run(self, resume: bool = True) -> dict:
+    def run(self, resume: bool = True, overwrite: bool = False) -> dict:
+        """Run to the end; resume from a checkpoint of this configuration in the output folder
+        unless ``resume`` is False; a folder holding another configuration's run is refused
+        unless ``overwrite``."""
         wall0 = time.perf_counter()
         self._timer_rows: list[dict] = []
         resumed = False
         if self.out is not None:
-            self.out.mkdir(parents=True, exist_ok=True)
+            self.claim_folder(overwrite)
             ck = self.out / CHECKPOINT
             if resume and ck.exists():
                 resumed = self.load_checkpoint(ck)
-                if resumed:
-                    print(f"resumed from {ck} at step {self.state.step}", file=self.log)
-                    p0 = getattr(self, "profiles_t0", None)
-                    if p0 is not None and not (self.out / "profiles_t0.csv").exists():
-                        io.write_csv(p0, self.out / "profiles_t0.csv", float_format="%.10e")
+            self.out.mkdir(parents=True, exist_ok=True)
+            if resumed:
+                print(f"resumed from {ck} at step {self.state.step}", file=self.log)
+                p0 = getattr(self, "profiles_t0", None)
+                if p0 is not None and not (self.out / "profiles_t0.csv").exists():
+                    io.write_csv(p0, self.out / "profiles_t0.csv", float_format="%.10e")
         if not resumed:
-            self.startup()
+            try:
+                self.startup()
+            except poisson.ConvergenceError as exc:
+                raise RunFault(f"start-up (INITCOND, THERMEQUIL): Newton failed ({exc})") from None
             host = self.host_fields(self.state)
             self.profiles_t0 = self.write_profiles(host, "profiles_t0.csv")
             self.record_scalars(host)
@@ -373,8 +476,10 @@ class Simulation:
             io.write_csv(pd.DataFrame(self._timer_rows, columns=["step", "phase", "seconds"]),
                          self.out / "timers.csv", float_format="%.6e")
             output.write_fields(self.out / "fields.h5", m, host, st.t, st.step,
-                                attrs={"config": self.cfg, "summary": summary})
+                                attrs={"config": self.cfg, "config_hash": provenance.config_hash(self.cfg),
+                                       "summary": summary})
             io.write_json(self.out / "run.json", record)
+            output.quicklook(self.out / "quicklook.png", m, final, host, st.t)
             ck = self.out / CHECKPOINT
             if ck.exists():
                 ck.unlink()
@@ -407,6 +512,20 @@ class Progress:
         self.t0 = time.perf_counter()
         self.last_draw = 0.0
         self.last_decile = -1
+        self.first_step = sim.state.step + 1  # the first step of this process (after a resume too)
+        self.ref = None  # (time, fraction) at the end of that first step: the ETA is timed from there
+
+    def eta(self, now: float, f: float) -> str:
+        """Time left from the rate of this process's steps after its first (which compiles and
+        warms up); none until ETA_AFTER_STEPS of them are done."""
+        step = self.sim.state.step
+        if self.ref is None:
+            self.ref = (now, f)
+        ready = self.first_step + ETA_AFTER_STEPS
+        t_ref, f_ref = self.ref
+        if step < ready or f <= f_ref:
+            return f"ETA after step {ready}"
+        return f"~{(now - t_ref) * (1 - f) / (f - f_ref):.0f} s left"
 
     def fraction(self) -> float:
         sim, st = self.sim, self.sim.state
@@ -421,9 +540,8 @@ class Progress:
         now = time.perf_counter()
         st, s = self.sim.state, self.sim.model.scales
         elapsed = now - self.t0
-        eta = elapsed * (1 - f) / f if f > 0 else float("nan")
         msg = (f"step {st.step}  t = {st.t * s.t * 1e12:.4f} ps  {100 * f:5.1f} %  "
-               f"{elapsed:.0f} s elapsed, ~{eta:.0f} s left")
+               f"{elapsed:.0f} s elapsed, {self.eta(now, f)}")
         if self.tty:
             if now - self.last_draw > 0.2 or f >= 1:
                 n = int(30 * f)

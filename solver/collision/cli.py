@@ -3,6 +3,7 @@
 Every command writes its outputs atomically into ``--out`` plus ``<name>.run.json`` (provenance)."""
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import sys
@@ -11,11 +12,36 @@ from pathlib import Path
 
 import numpy as np
 
+from solver.config import float_option, int_option, list_option
+
+POSITIVE = float_option(exclusive_minimum=0)
+BACKENDS = ["numpy", "numba", "cupy", "auto"]
+
+
+def _backend_spec(text):
+    """``name`` or ``name:threads`` of collision bench --backends."""
+    name, _, thr = text.partition(":")
+    if name not in BACKENDS or (thr and not (thr.isdigit() and int(thr) >= 1)):
+        raise argparse.ArgumentTypeError(f"{text!r} given; allowed: {' | '.join(BACKENDS)}, optionally :THREADS >= 1")
+    return text
+
+
+def _choice(*allowed):
+    def parse(text):
+        if text not in allowed:
+            raise argparse.ArgumentTypeError(f"{text!r} given; allowed: {' | '.join(allowed)}")
+        return text
+    return parse
+
+
+_dtype = _choice("float64", "float32")
+_kind = _choice("aniso", "bkw")
+
 
 def _common(p, name):
     p.add_argument("--out", required=True, help="output folder")
-    p.add_argument("--backend", default="numba", help="numpy | numba | cupy | auto")
-    p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--backend", default="numba", choices=BACKENDS)
+    p.add_argument("--threads", type=int_option(1), default=None)
     p.add_argument("--dtype", default="float64", choices=["float64", "float32"])
     p.add_argument("--cache", default=None, help="folder of the HDF5 coefficient cache")
     p.add_argument("--name", default=name)
@@ -26,45 +52,46 @@ def register(sub):
     s = p.add_subparsers(dest="collision_cmd", metavar="SUB")
     r = s.add_parser("relax", help="bi-Maxwellian relaxation (Fig 1), conservation, entropy, CE rate")
     _common(r, "relax")
-    r.add_argument("--N", type=int, default=20)
-    r.add_argument("--h", type=float, default=0.5)
-    r.add_argument("--t-end", type=float, default=0.1)
-    r.add_argument("--cfl", type=float, default=0.5)
+    r.add_argument("--N", type=int_option(2), default=20)
+    r.add_argument("--h", type=POSITIVE, default=0.5)
+    r.add_argument("--t-end", type=float_option(minimum=0), default=0.1)
+    r.add_argument("--cfl", type=float_option(exclusive_minimum=0, maximum=1), default=0.5)
     r.add_argument("--scheme", default="euler", choices=["euler", "rk2"])
-    r.add_argument("--snapshots", default="0,0.005,0.01,0.02,0.04,0.1")
+    r.add_argument("--snapshots", type=list_option(float_option(minimum=0), "times >= 0"),
+                   default="0,0.005,0.01,0.02,0.04,0.1")
     r.set_defaults(func=cmd_relax)
     m = s.add_parser("maxwellian", help="gain and loss of a Maxwellian vs the analytic hard-sphere values")
     _common(m, "maxwellian")
-    m.add_argument("--N", type=int, default=20)
-    m.add_argument("--h", type=float, default=0.5)
-    m.add_argument("--T", default="1.0,2.5")
-    m.add_argument("--bulk", type=float, default=0.1)
+    m.add_argument("--N", type=int_option(2), default=20)
+    m.add_argument("--h", type=POSITIVE, default=0.5)
+    m.add_argument("--T", type=list_option(POSITIVE, "temperatures > 0"), default="1.0,2.5")
+    m.add_argument("--bulk", type=float_option(), default=0.1)
     m.set_defaults(func=cmd_maxwellian)
     b = s.add_parser("bkw", help="Maxwell molecules vs the BKW solution (fourth moment)")
     _common(b, "bkw")
-    b.add_argument("--N", type=int, default=20)
-    b.add_argument("--h", type=float, default=0.6)
-    b.add_argument("--t-end", type=float, default=15.0)
+    b.add_argument("--N", type=int_option(2), default=20)
+    b.add_argument("--h", type=POSITIVE, default=0.6)
+    b.add_argument("--t-end", type=float_option(minimum=0), default=15.0)
     b.add_argument("--scheme", default="rk2", choices=["euler", "rk2"])
     b.set_defaults(func=cmd_bkw)
     c = s.add_parser("bench", help="time of one collision integral vs backend, precision and mesh")
     _common(c, "bench")
-    c.add_argument("--meshes", default="16,20")
-    c.add_argument("--backends", default="numba")
-    c.add_argument("--dtypes", default="float64")
-    c.add_argument("--repeat", type=int, default=2)
-    c.add_argument("--sample", type=int, default=0,
+    c.add_argument("--meshes", type=list_option(int_option(2), "integers >= 2"), default="16,20")
+    c.add_argument("--backends", type=list_option(_backend_spec, "backends"), default="numba")
+    c.add_argument("--dtypes", type=list_option(_dtype, "float64 | float32"), default="float64")
+    c.add_argument("--repeat", type=int_option(1), default=2)
+    c.add_argument("--sample", type=int_option(0), default=0,
                    help="numba single-core: time only every k-th cell and scale by the cell count (0 = all)")
     c.set_defaults(func=cmd_bench)
     q = s.add_parser("rates", help="mesh convergence of the instantaneous rates: near-equilibrium "
                      "T_x - T rate vs p/mu_1 (hard spheres) and BKW d<v^4>/dt (Maxwell molecules)")
     _common(q, "rates")
-    q.add_argument("--meshes", default="20,24,28")
-    q.add_argument("--half-width", type=float, default=5.0,
+    q.add_argument("--meshes", type=list_option(int_option(2), "integers >= 2"), default="20,24,28")
+    q.add_argument("--half-width", type=POSITIVE, default=5.0,
                    help="hard spheres: paper_grid domain u +- half-width, h = 2 half-width / N")
-    q.add_argument("--T", type=float, default=2.5, help="temperature of the anisotropic Maxwellian (n = 1)")
-    q.add_argument("--bkw-half-width", type=float, default=6.0, help="Maxwell molecules: centred domain")
-    q.add_argument("--kinds", default="aniso,bkw")
+    q.add_argument("--T", type=POSITIVE, default=2.5, help="temperature of the anisotropic Maxwellian (n = 1)")
+    q.add_argument("--bkw-half-width", type=POSITIVE, default=6.0, help="Maxwell molecules: centred domain")
+    q.add_argument("--kinds", type=list_option(_kind, "aniso | bkw"), default="aniso,bkw")
     q.set_defaults(func=cmd_rates)
     v = s.add_parser("convergence", help="h^2 extrapolation tables (+ figure) from relax_rk2_N*, bkw_N*, "
                      "rates and maxwellian outputs of one folder")
@@ -102,7 +129,7 @@ def cmd_relax(args):
     be = _backend(args)
     g = paper_grid(args.N, args.h)
     op = CollisionOperator(g, "hard_spheres", be, args.dtype, cache_dir=args.cache)
-    snaps = [float(x) for x in args.snapshots.split(",") if x]
+    snaps = args.snapshots
     t0 = time.perf_counter()
     rows, sn = relax(op, bimaxwellian(g), t_end=args.t_end, cfl=args.cfl, scheme=args.scheme,
                      snapshots=snaps, log=lambda s: print(s, flush=True))
@@ -144,7 +171,7 @@ def cmd_maxwellian(args):
     g = paper_grid(args.N, args.h)
     op = CollisionOperator(g, "hard_spheres", be, args.dtype, cache_dir=args.cache)
     rows = []
-    for T in [float(x) for x in args.T.split(",")]:
+    for T in args.T:
         r = maxwellian_check(op, n=1.0, u=(0.25, 0.25, 0.0), T=T, bulk=args.bulk)
         r.update(N=args.N, h=args.h, backend=be.name, dtype=args.dtype)
         rows.append(r)
@@ -191,13 +218,10 @@ def cmd_rates(args):
     from solver.io import write_csv
 
     be = _backend(args)
-    kinds = [k for k in args.kinds.split(",") if k]
-    bad = set(kinds) - {"aniso", "bkw"}
-    if bad:
-        raise SystemExit(f"--kinds: unknown {sorted(bad)}; allowed aniso, bkw")
+    kinds = args.kinds
     rows = []
     u = (0.25, 0.25, 0.0)
-    for N in [int(x) for x in args.meshes.split(",")]:
+    for N in args.meshes:
         table = load_or_build(N, args.cache)
         for kind in kinds:
             t0 = time.perf_counter()
@@ -234,16 +258,16 @@ def cmd_bench(args):
     from solver.io import write_csv
 
     rows = []
-    for N in [int(x) for x in args.meshes.split(",")]:
+    for N in args.meshes:
         tb = time.perf_counter()
         table = load_or_build(N, args.cache)
         t_table = time.perf_counter() - tb
         g = paper_grid(N, 10.0 / N)
         f = bimaxwellian(g)
-        for spec in args.backends.split(","):
+        for spec in args.backends:
             name, _, thr = spec.partition(":")
             be = get_backend(name, threads=int(thr) if thr else None)
-            for dt in args.dtypes.split(","):
+            for dt in args.dtypes:
                 if name != "cupy" and dt == "float32" and N > 16:
                     continue
                 op = CollisionOperator(g, "hard_spheres", be, dt, table=table)
