@@ -97,11 +97,19 @@ def test_a_broken_fast_path_module_fails_loudly(monkeypatch, tmp_path, stub_cupy
                                        ("numerics.eigen", "jacobi"), ("numerics.linsys", "block_cr"),
                                        ("numerics.bte_kernels", "bitwise")])
 def test_bad_variant_is_a_one_line_config_error(key, value):
-    extra = ["mesh.NZ=129"] if value == "block_cr" else []
+    extra = ["mesh.NZ=129", "numerics.backend=cupy"] if value == "block_cr" else []
     with pytest.raises(ConfigError) as exc:
         load(None, [f"{key}={value}", *extra])
     msg = str(exc.value)
     assert msg.startswith(f"config key '{key}'") and "\n" not in msg
+
+
+def test_cuda_only_variant_is_ignored_on_the_cpu():
+    """numerics.linsys chooses among CUDA kernels: block_cr beyond NZ 127 stops a cupy (or auto)
+    config but not a numpy or numba one, which never runs it."""
+    for backend in ("numpy", "numba"):
+        cfg = load(None, ["mesh.NZ=129", "numerics.linsys=block_cr", f"numerics.backend={backend}"])
+        assert cfg["numerics"]["linsys"] == "block_cr"
 
 
 def test_variant_defaults_are_the_reference_behaviour():

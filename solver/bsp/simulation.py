@@ -327,12 +327,8 @@ class Simulation:
                 self.profiles_t0 = _read_table(f["profiles_t0"])
             if "timers" in f:
                 self._timer_rows = _read_table(f["timers"]).to_dict("records")
-            dens_arrays = {k: be.asarray(f[k][...]) for k in DENS_ARRAYS if k in f}
+            self.state.rho, self.state.PhiHat = (be.asarray(f[k][...]) for k in DENS_ARRAYS)
         st = self.state
-        if len(dens_arrays) == len(DENS_ARRAYS):
-            st.rho, st.PhiHat = dens_arrays["rho"], dens_arrays["PhiHat"]
-        else:  # a checkpoint written before they were stored
-            self._dens(st)
         st.N = poisson.volume_density(self.model, be, st.rho, st.chi)
         # the next POTENTIAL starts from the last ITER's eigenpairs, as in the uninterrupted run
         # (with warm-started eigenvalues they are not a function of V alone: recomputing them
