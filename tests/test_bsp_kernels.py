@@ -42,12 +42,12 @@ def test_numpy_has_no_fast_paths():
 
 def test_numba_table():
     pytest.importorskip("numba")
-    from solver.bsp.kernels.numba import iter as niter, scattering, weno as nweno
+    from solver.bsp.kernels.numba import iter as niter, rk, scattering, weno as nweno
     be = get_backend("numba", threads=2)
     m, ma = model(), model("numerics.kernels=array")
     assert kernels.REGISTRY.table("numba") == {"WENO_x": nweno.weno_x, "WENO_w": nweno.weno_w,
                                                "WENO_phi": nweno.weno_phi, "scat_gain": scattering.scat_gain,
-                                               "scat_loss": scattering.scat_loss, "eigen": niter.eigen,
+                                               "scat_loss": scattering.scat_loss, "RK": rk.rk_update, "eigen": niter.eigen,
                                                "Frechet": niter.frechet, "construct_linsys": niter.construct_linsys,
                                                "solve_linsys": niter.solve_linsys, "newton_rhs": niter.newton_rhs,
                                                "newton_norms": niter.newton_norms}
@@ -177,7 +177,7 @@ def test_implementations_numba():
     for p in BTE_PHASES:
         assert impl[p].startswith("solver.bsp.kernels.numba."), impl[p]
     assert impl["eigen"] == "solver.bsp.kernels.numba.iter.eigen"  # no variant key on the CPU
-    assert impl["RK"] == "solver.bsp.bte.rk3_combine"  # the RK fast path is CUDA only
+    assert impl["RK"] == "solver.bsp.kernels.numba.rk.rk_update [numerics.bte_kernels=fast]"  # fused + DENS
     assert kernels.implementations(model("numerics.kernels=array"), be) == kernels.REFERENCE
 
 

@@ -19,8 +19,9 @@ one exists, ``array`` = the array reference everywhere (the test oracle).  Varia
 keys (``numerics.linsys``, ``numerics.eigen``, ``numerics.ipim``, ``numerics.bte_kernels``: they
 choose among the CUDA kernels); ``implementations`` says, per phase, which function and variant run
 (written into run.json).  ``RK`` (the stage update fused with the loss product, the sum of the terms
-and DENS) exists only in the cupy table and only runs with ``numerics.bte_kernels: fast``; without
-it the stage is formed by bte.rhs + bte.rk3_combine and DENS as before.
+and DENS) exists in the cupy table (agrees with the reference to 1e-12) and the numba table
+(bit-identical to it) and runs only with ``numerics.bte_kernels: fast``; without it the stage is
+formed by bte.rhs + bte.rk3_combine and DENS as before.
 
 One variant is array code and so runs on every backend: ``numerics.linsys: batched_cr``
 (solver/bsp/blocktri_batched.py, block cyclic reduction over batched LU / GEMM).  Set explicitly,
@@ -130,6 +131,8 @@ def bte_variant(model) -> str:
 
 
 def _variant(model, backend, name: str) -> str | None:
+    if name == "RK":  # gated by bte_kernels on every backend that has it
+        return f"numerics.bte_kernels={bte_variant(model)}"
     if backend.name != "cupy":  # the variant keys choose among the CUDA kernels, except batched_cr
         return "numerics.linsys=batched_cr" if _array_variant(model, name) is not None else None
     if name in BTE_VARIANT_PHASES:

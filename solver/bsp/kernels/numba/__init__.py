@@ -4,13 +4,14 @@ needs numba (ModuleNotFoundError otherwise: the phases stay on the array referen
 
     weno.py        WENO_x, WENO_w, WENO_phi
     scattering.py  scat_gain, scat_loss
+    rk.py          RK (the stage update fused with the loss product, the sum of the terms and DENS)
     iter.py        eigen, Frechet, construct_linsys, solve_linsys, newton_rhs, newton_norms (ITER)
 
 Kernels are compiled on first use (``cache=True``: later processes load them from __pycache__).
 """
 from __future__ import annotations
 
-from solver.bsp.kernels.numba import iter as iter_, scattering, weno
+from solver.bsp.kernels.numba import iter as iter_, rk, scattering, weno
 
 TABLE = {
     "WENO_x": weno.weno_x,
@@ -18,6 +19,7 @@ TABLE = {
     "WENO_phi": weno.weno_phi,
     "scat_gain": scattering.scat_gain,
     "scat_loss": scattering.scat_loss,
+    "RK": rk.rk_update,
     "eigen": iter_.eigen,
     "Frechet": iter_.frechet,
     "construct_linsys": iter_.construct_linsys,

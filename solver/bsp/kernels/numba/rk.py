@@ -1,0 +1,165 @@
+"""numba fast path of the RK phase (backend "numba"): ``rk_update`` takes exactly the arguments of
+solver.bsp.bte.rk_update and returns the same (Phi^{s+1}, rho, PhiHat), bit for bit
+(tests/test_bsp_kernels_numba_rk.py).
+
+One pass over Phi per stage instead of the array code's ten (the loss product, the five-term sum,
+the three RK passes, DENS): ``prange`` over the (i, nu, p) rows (NX * 3 * N_sbn of them, NW * NPHI
+contiguous values each), and per value the operations of bte.rk_update in its order:
+
+    H = G - Lc Phi;  H -= x;  H -= w;  H -= phi      (no scattering: H = -x - w - phi)
+    s = 0:  Phi^1     = dt H + Phi
+    s > 0:  Phi^{s+1} = c (dt H + Phi) + c0 Phi^0
+
+DENS of the new row follows while it is in cache: PhiHat = (sum_m Phi^{s+1}) dphi and
+rho = (sum_l PhiHat) dw, each sum in NumPy's pairwise order (``_pairwise``: the order of
+``ndarray.sum`` over a contiguous last axis), so the result does not depend on the thread count
+and equals the array code's.  Only float64 is supported (inputs are converted).
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+from solver.bsp import bte as _bte
+from solver.bsp.kernels import f64
+from solver.bsp.kernels.numba._common import set_threads
+
+_BLOCK = 128  # NumPy's PW_BLOCKSIZE
+
+
+@njit(cache=True, fastmath=False)
+def _block(a, lo, n):
+    """sum(a[lo:lo + n]), n <= 128, in the order of NumPy's pairwise_sum for one block: 8 partial
+    sums (fewer than 8 values: one running sum)."""
+    if n < 8:
+        res = 0.0
+        for k in range(lo, lo + n):
+            res += a[k]
+        return res
+    r0 = a[lo]
+    r1 = a[lo + 1]
+    r2 = a[lo + 2]
+    r3 = a[lo + 3]
+    r4 = a[lo + 4]
+    r5 = a[lo + 5]
+    r6 = a[lo + 6]
+    r7 = a[lo + 7]
+    k = 8
+    while k < n - (n % 8):
+        r0 += a[lo + k]
+        r1 += a[lo + k + 1]
+        r2 += a[lo + k + 2]
+        r3 += a[lo + k + 3]
+        r4 += a[lo + k + 4]
+        r5 += a[lo + k + 5]
+        r6 += a[lo + k + 6]
+        r7 += a[lo + k + 7]
+        k += 8
+    res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+    while k < n:
+        res += a[lo + k]
+        k += 1
+    return res
+
+
+# The pairwise sum one level up each: blocks of more than 128 values split in halves rounded to
+# multiples of 8.  Written out level by level (no recursion: numba's cache does not load recursive
+# functions safely); _pw5 sums up to 4096 values.
+@njit(cache=True, fastmath=False)
+def _pw1(a, lo, n):
+    if n <= _BLOCK:
+        return _block(a, lo, n)
+    n2 = n // 2 - (n // 2) % 8
+    return _block(a, lo, n2) + _block(a, lo + n2, n - n2)
+
+
+@njit(cache=True, fastmath=False)
+def _pw2(a, lo, n):
+    if n <= _BLOCK:
+        return _block(a, lo, n)
+    n2 = n // 2 - (n // 2) % 8
+    return _pw1(a, lo, n2) + _pw1(a, lo + n2, n - n2)
+
+
+@njit(cache=True, fastmath=False)
+def _pw3(a, lo, n):
+    if n <= _BLOCK:
+        return _block(a, lo, n)
+    n2 = n // 2 - (n // 2) % 8
+    return _pw2(a, lo, n2) + _pw2(a, lo + n2, n - n2)
+
+
+@njit(cache=True, fastmath=False)
+def _pw4(a, lo, n):
+    if n <= _BLOCK:
+        return _block(a, lo, n)
+    n2 = n // 2 - (n // 2) % 8
+    return _pw3(a, lo, n2) + _pw3(a, lo + n2, n - n2)
+
+
+@njit(cache=True, fastmath=False)
+def _pw5(a, lo, n):
+    if n <= _BLOCK:
+        return _block(a, lo, n)
+    n2 = n // 2 - (n // 2) % 8
+    return _pw4(a, lo, n2) + _pw4(a, lo + n2, n - n2)
+
+
+_LEVELS = 5
+_pairwise = _pw5  # sum(a[lo:lo + n]) in the order of NumPy's pairwise_sum
+
+
+def _depth(n):
+    return 0 if n <= _BLOCK else 1 + max(_depth(n // 2 - (n // 2) % 8), _depth(n - n // 2 + (n // 2) % 8))
+
+
+@njit(parallel=True, cache=True, fastmath=False)
+def _rk_kernel(P, P0, G, Lc, tx, tw, tp, scat, has0, dt, c, c0, dphi, dw, out, PhiHat, rho):
+    """Rows r of (NROW, NW * NPHI) views; G, Lc, PhiHat (NROW, NW); rho (NROW,)."""
+    NROW, NWP = P.shape
+    NW = PhiHat.shape[1]
+    NP = NWP // NW
+    for r in prange(NROW):
+        for l in range(NW):
+            g = G[r, l] if scat else 0.0
+            lc = Lc[r, l] if scat else 0.0
+            for k in range(l * NP, (l + 1) * NP):
+                v = P[r, k]
+                if scat:
+                    h = g - lc * v
+                    h -= tx[r, k]
+                else:
+                    h = -tx[r, k]
+                h -= tw[r, k]
+                h -= tp[r, k]
+                h = h * dt + v
+                if has0:
+                    h = h * c + c0 * P0[r, k]
+                out[r, k] = h
+        row = out[r]
+        for l in range(NW):
+            PhiHat[r, l] = _pairwise(row, l * NP, NP) * dphi
+        rho[r] = _pairwise(PhiHat[r], 0, NW) * dw
+
+
+def rk_update(model, backend, s, Phi0, Phi, G, Lc, terms, dt):
+    """bte.rk_update: (Phi^{s+1}, rho, PhiHat) of RK stage s, H = G - Lc Phi - sum(terms)."""
+    set_threads(backend)
+    P = f64(np, Phi)
+    NX, NV, NS, NW, NP = P.shape
+    if max(_depth(NW), _depth(NP)) > _LEVELS:
+        raise ValueError(f"RK fast path: NW = {NW} or NPHI = {NP} is beyond the pairwise sums compiled here")
+    nrow = NX * NV * NS
+    rows = lambda a: f64(np, a).reshape(nrow, -1)  # noqa: E731
+    c, c0 = _bte.RK3[s]
+    scat = G is not None
+    dummy = np.zeros((1, 1))
+    out = np.empty_like(P)
+    PhiHat = np.empty((NX, NV, NS, NW))
+    rho = np.empty((NX, NV, NS))
+    _rk_kernel(P.reshape(nrow, -1), rows(Phi0) if s > 0 else dummy,
+               rows(G) if scat else dummy, rows(Lc) if scat else dummy,
+               *(rows(t) for t in terms), scat, s > 0, float(dt), float(c), float(c0),
+               float(model.dphi), float(model.dw), out.reshape(nrow, -1), PhiHat.reshape(nrow, NW),
+               rho.reshape(nrow))
+    return out, rho, PhiHat
