@@ -181,12 +181,12 @@ class Simulation:
         densities dip slightly below zero in healthy runs (WENO undershoots, -3e-6 on a 3x9x13x12x8
         mesh), so the fault is a negative total density N_s(x) (all valleys and subbands)."""
         xp = self.xp
-        if not math.isfinite(float(xp.sum(st.rho))):
+        total = st.rho.sum(axis=(1, 2))
+        rho_sum, low = (float(v) for v in self.backend.to_numpy(xp.stack([xp.sum(total), xp.min(total)])))
+        if not math.isfinite(rho_sum):  # one host read per stage for both checks
             if not math.isfinite(float(xp.sum(st.Phi))):
                 raise self._fault(stage, "BTE", "Phi holds NaN or Inf")
             raise self._fault(stage, "DENS", "the density rho holds NaN or Inf")
-        total = st.rho.sum(axis=(1, 2))
-        low = float(xp.min(total))
         if low < 0:
             i = int(xp.argmin(total))
             raise self._fault(stage, "DENS", f"negative density (N_s summed over valleys and subbands = {low:.3e} "
