@@ -86,7 +86,9 @@ def test_dot_odd_sizes(K):
             for f in (K.dot0, K.dot1):
                 out[...] = -1
                 f(dx, dy, bs, vrp, out)
-                assert C.rel_err(float(out), exact) < 1e-6, f"{f.__name__} n={n} block {bs}, seed {seed}"
+                # float32 sums of n positive products: typical rounding sqrt(n) u (1.9e-6 at n = 1000);
+                # 1e-6 failed once (dot1, n = 1000, block 1024, seed 3173614295: 1.23e-6, H200 2026-11-24)
+                assert C.rel_err(float(out), exact) < 5e-6, f"{f.__name__} n={n} block {bs}, seed {seed}"
 
 
 SPMV_CASES = [("fig13", 16384, 128), ("M001", 100, 10), ("M002", 1000, 10), ("M003", 10000, 10),
