@@ -83,8 +83,9 @@ def test_summarize_medians_and_spread():
 
 
 def test_bench_tiny_mesh_numpy(tmp_path):
-    """Two cases in their own processes, one of them failing (an unknown backend)."""
-    cases = [bench.Case.parse("3x9x9x12x8:numpy:1:2:1"), bench.Case.parse("3x9x9x12x8:nosuch:1:2:1")]
+    """Two cases in their own processes, one of them failing in its process (NZ too small for
+    N_sbn: the config check of the case)."""
+    cases = [bench.Case.parse("3x9x9x12x8:numpy:1:2:1"), bench.Case.parse("6x9x7x12x8:numpy:1:2:1")]
     steps, spread, records = bench.bench(None, ["output.checkpoint_every_steps=0"], cases, timeout=300, log=sys.stderr)
     bench.write_bench(tmp_path, steps, spread, {"cases": records})
     s = pd.read_csv(tmp_path / "steps.csv")
@@ -98,6 +99,6 @@ def test_bench_tiny_mesh_numpy(tmp_path):
     assert s.iloc[1][["step_ms", "startup_s"]].isna().all()
     sp = pd.read_csv(tmp_path / "steps_spread.csv")
     assert sp.step_ms_min[0] <= sp.step_ms_median[0] <= sp.step_ms_max[0]
-    assert "nosuch" in sp.note[1] and pd.isna(sp.note[0])
+    assert "mesh.NZ" in sp.note[1] and pd.isna(sp.note[0])
     rec = json.loads((tmp_path / "run.json").read_text())
     assert [c["ok"] for c in rec["cases"]] == [True, False]

@@ -189,6 +189,25 @@ CASES = [
     ("vecops-device", ["vecops", "bench", "--figure", "fig09", "--device", "tpu", "--out", "{tmp}/out/x.csv"], None,
      ["--device", "'tpu'", "gpu"]),
     ("vecops-seed", ["vecops", "config", "--set", "seed=-1"], None, ["'seed'", "-1", "non-negative integer"]),
+    # --- BSP benchmark, profile and validation subcommands
+    ("bench-case-malformed", ["bsp", "bench", "--case", "foo", "--out", "{tmp}/out"], None,
+     ["'--case'", "'foo'", "MESH:BACKEND:THREADS:STEPS:WARMUP"]),
+    ("bench-case-steps", ["bsp", "bench", "--case", "6x9x9x8x4:numpy:1:-2:0", "--out", "{tmp}/out"], None,
+     ["'--case'", "-2", "STEPS >= 1"]),
+    ("bench-case-backend", ["bsp", "bench", "--case", "6x9x9x8x4:torch:1:2:0", "--out", "{tmp}/out"], None,
+     ["'--case'", "torch", "BACKEND one of"]),
+    ("bench-timeout-nan", ["bsp", "bench", "--case", "6x9x9x8x4:numpy:1:2:0", "--timeout", "nan", "--out", "{tmp}/out"],
+     None, ["--timeout", "'nan'", "finite number > 0"]),
+    ("profile-reps", ["bsp", "kernel-profile", "--backend", "numba", "--reps", "-1", "--out", "{tmp}/out/kp.csv"], None,
+     ["--reps", "'-1'", ">= 1"]),
+    ("iter-kernels-nz", ["bsp", "iter-kernels", "--nz", "0,a", "--table1", "{tmp}/out/a.csv", "--table4",
+                         "{tmp}/out/b.csv", "--run-json", "{tmp}/out/c.json"], None, ["--nz", "'0,a'", "integers >= 5"]),
+    ("overlap-steps", ["bsp", "overlap", "--steps", "-1", "--csv", "{tmp}/out/a.csv", "--fig", "{tmp}/out/a.png"], None,
+     ["--steps", "'-1'", ">= 2"]),
+    ("krylov-tol", ["bsp", "krylov", "--out", "{tmp}/out", "--tol", "-1"], None, ["--tol", "'-1'", "> 0"]),
+    ("compare-steps", ["bsp", "compare-backends", "--steps", "0"], None, ["--steps", "'0'", ">= 1"]),
+    ("validate-missing", ["bsp", "validate", "{tmp}/nowhere"], None, ["run_dir", "nowhere", "profiles.csv",
+                                                                      "config/coarse.yaml"]),
 ]
 
 # run as `python -m solver` as well (the real entry point, its exit code and stderr)

@@ -9,6 +9,8 @@ own process (:func:`bench`): steps.csv, steps_spread.csv and run.json.
 """
 from __future__ import annotations
 
+from solver.config import float_option, int_option
+
 import json
 import os
 import subprocess
@@ -97,11 +99,22 @@ class Case:
     @classmethod
     def parse(cls, text: str) -> "Case":
         """'MESH:BACKEND:THREADS:STEPS:WARMUP', e.g. '6x65x65x300x48:numba:8:10:2'."""
+        from solver.backend import BACKENDS
+        from solver.config import ConfigError
+
+        allowed = ("allowed: MESH:BACKEND:THREADS:STEPS:WARMUP, MESH = N_sbn x NX x NZ x NW x NPHI "
+                   f"(positive integers), BACKEND one of {', '.join(BACKENDS)}, THREADS >= 1, STEPS >= 1, WARMUP >= 0")
         parts = str(text).split(":")
-        if len(parts) != 5:
-            raise ValueError(f"bench case {text!r}: expected MESH:BACKEND:THREADS:STEPS:WARMUP")
-        mesh, backend, threads, steps, warmup = parts
-        return cls(mesh, backend, int(threads), int(steps), int(warmup))
+        try:
+            mesh, backend, threads, steps, warmup = parts
+            dims = [int(v) for v in mesh.split("x")]
+            case = cls(mesh, backend, int(threads), int(steps), int(warmup))
+        except ValueError:
+            raise ConfigError(f"option '--case': {text!r} given; {allowed}") from None
+        if (len(dims) != 5 or min(dims) < 1 or backend not in BACKENDS or case.threads < 1 or case.steps < 1
+                or case.warmup < 0):
+            raise ConfigError(f"option '--case': {text!r} given; {allowed}")
+        return case
 
     def __str__(self) -> str:
         return f"{self.mesh}:{self.backend}:{self.threads}:{self.steps}:{self.warmup}"
@@ -218,7 +231,7 @@ def register(bs) -> None:
     b.add_argument("config", nargs="?", default=None)
     b.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     b.add_argument("--case", dest="cases", action="append", required=True, metavar="MESH:BACKEND:THREADS:STEPS:WARMUP")
-    b.add_argument("--timeout", type=float, help="seconds per case")
+    b.add_argument("--timeout", type=float_option(exclusive_minimum=0), help="seconds per case")
     b.add_argument("--out", required=True, help="folder of steps.csv, steps_spread.csv, run.json")
     b.set_defaults(func=_bench)
     o = bs.add_parser("bench-case", help="one bench case in this process; prints its record as a JSON line")
@@ -231,15 +244,15 @@ def register(bs) -> None:
     c.add_argument("config", nargs="?", default=None)
     c.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     c.add_argument("--backends", default="numpy,cupy")
-    c.add_argument("--steps", type=int, default=20)
+    c.add_argument("--steps", type=int_option(1), default=20)
     c.add_argument("--csv")
-    c.add_argument("--tol", type=float, default=1e-10)
+    c.add_argument("--tol", type=float_option(exclusive_minimum=0), default=1e-10)
     c.set_defaults(func=_compare)
     p = bs.add_parser("phases", help="per-phase time per step on each backend (tidy CSV)")
     p.add_argument("config", nargs="?", default=None)
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--backends", default="numpy")
-    p.add_argument("--steps", type=int, default=1)
+    p.add_argument("--steps", type=int_option(1), default=1)
     p.add_argument("--out", help="folder for the runs' records")
     p.add_argument("--csv")
     p.set_defaults(func=_phases)

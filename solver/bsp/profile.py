@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from solver import io, provenance
+from solver.config import int_option, list_option
 
 BTE_KERNELS = ("WENO_x", "WENO_w", "WENO_phi", "scat_gain", "scat_loss")
 STAGES = 3  # RK stages per time step: each BTE kernel runs once per stage
@@ -577,21 +578,21 @@ def register(bs) -> None:
     p.add_argument("--backend", choices=("cupy", "numba"), required=True)
     p.add_argument("--mesh", help="mesh label of the rows (default: N_sbnxNXxNZxNWxNPHI)")
     p.add_argument("--threads", default="1,all", help="numba thread counts ('all' = every core numba sees)")
-    p.add_argument("--reps", type=int, default=5)
-    p.add_argument("--copy-mib", type=int, default=1024)
-    p.add_argument("--gemm-n", type=int, help="order of the GEMM ceiling (default 8192 GPU, 4096 CPU)")
+    p.add_argument("--reps", type=int_option(1), default=5)
+    p.add_argument("--copy-mib", type=int_option(1), default=1024)
+    p.add_argument("--gemm-n", type=int_option(1), help="order of the GEMM ceiling (default 8192 GPU, 4096 CPU)")
     p.add_argument("--out", required=True, help="profile CSV; <stem>_ceilings.csv and <stem>.run.json beside it")
     p.set_defaults(func=_kernel_profile)
     p = bs.add_parser("iter-kernels", help="Tables 1 and 4 of 001 (GPU): IPIM kernels A/B and every ITER kernel")
     _common(p)
-    p.add_argument("--nz", default="33,49,65,97,129")
-    p.add_argument("--nx", type=int, default=65)
-    p.add_argument("--nsbn", type=int, default=6)
-    p.add_argument("--nw", type=int, default=300)
-    p.add_argument("--nphi", type=int, default=48)
-    p.add_argument("--standard-nz", type=int, default=65, help="NZ of the Table 4 mesh (one of --nz)")
-    p.add_argument("--steps", type=int, default=5)
-    p.add_argument("--reps", type=int, default=100)
+    p.add_argument("--nz", type=list_option(int_option(5), "integers >= 5"), default="33,49,65,97,129")
+    p.add_argument("--nx", type=int_option(3), default=65)
+    p.add_argument("--nsbn", type=int_option(1), default=6)
+    p.add_argument("--nw", type=int_option(2), default=300)
+    p.add_argument("--nphi", type=int_option(2), default=48)
+    p.add_argument("--standard-nz", type=int_option(5), default=65, help="NZ of the Table 4 mesh (one of --nz)")
+    p.add_argument("--steps", type=int_option(1), default=5)
+    p.add_argument("--reps", type=int_option(1), default=100)
     p.add_argument("--table1", required=True)
     p.add_argument("--table4", required=True)
     p.add_argument("--run-json", required=True)
@@ -599,7 +600,7 @@ def register(bs) -> None:
     p = bs.add_parser("overlap", help="Fig 10 of 000 (GPU): the step with and without numerics.overlap")
     _common(p)
     p.add_argument("--mesh", default="default", help="mesh label of the rows and the figure")
-    p.add_argument("--steps", type=int, default=11)
+    p.add_argument("--steps", type=int_option(2), default=11)
     p.add_argument("--csv", required=True, help="table; <stem>.run.json beside it")
     p.add_argument("--fig", required=True)
     p.set_defaults(func=_overlap)
@@ -627,7 +628,7 @@ def _kernel_profile(a) -> int:
 
 
 def _iter_kernels(a) -> int:
-    t1, t4, rec = iter_kernels(a.config, a.overrides, [int(v) for v in a.nz.split(",")], a.nx, a.nsbn, a.nw, a.nphi,
+    t1, t4, rec = iter_kernels(a.config, a.overrides, list(a.nz), a.nx, a.nsbn, a.nw, a.nphi,
                                a.standard_nz, a.steps, a.reps)
     io.write_csv(t1, a.table1, float_format="%.6g")
     io.write_csv(t4, a.table4, float_format="%.6g")

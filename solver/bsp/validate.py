@@ -55,6 +55,14 @@ def register(bs) -> None:
 
 
 def _main(args) -> int:
+    from solver.config import ConfigError
+
+    needs = {"run_dir": (args.run_dir, ("profiles.csv", "run.json"), "the --out folder of a finished config/coarse.yaml run"),
+             "--reference": (args.reference, ("profiles_t0.1ps.csv", "scalars_t0.1ps.csv"), "the reference outputs' folder")}
+    for what, (folder, files, allowed) in needs.items():
+        missing = [n for n in files if not (Path(folder) / n).is_file()]
+        if missing:
+            raise ConfigError(f"argument {what}: {folder!r} given, which has no {', '.join(missing)}; allowed: {allowed}")
     df = compare(args.run_dir, args.reference)
     if args.csv:
         io.write_csv(df, args.csv)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from solver.bsp.krylov.solvers import SOLVERS, TABLE2_ORDER
+from solver.config import float_option, int_option
 
 
 def register_cli(bs) -> None:
@@ -9,15 +10,15 @@ def register_cli(bs) -> None:
     k.add_argument("config", nargs="?", default=None, help="run configuration (mesh, physics)")
     k.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     k.add_argument("--out", required=True, help="output folder (table2_krylov.csv, table2_krylov_systems.csv, run.json)")
-    k.add_argument("--steps", type=int, default=2, help="time steps whose Newton systems are captured")
+    k.add_argument("--steps", type=int_option(1), default=2, help="time steps whose Newton systems are captured")
     k.add_argument("--solvers", default=",".join(TABLE2_ORDER))
     k.add_argument("--precond", default="ilut", help="comma list of none, ilut, ilu0")
     k.add_argument("--threads", default="1", help="comma list of numba thread counts")
-    k.add_argument("--tol", type=float, default=1e-8)
-    k.add_argument("--maxiter", type=int, default=1000)
+    k.add_argument("--tol", type=float_option(exclusive_minimum=0), default=1e-8)
+    k.add_argument("--maxiter", type=int_option(1), default=1000)
     k.add_argument("--stage", choices=["steps", "startup", "all"], default="steps")
-    k.add_argument("--drop-tol", type=float, default=None)
-    k.add_argument("--fill-factor", type=float, default=None)
+    k.add_argument("--drop-tol", type=float_option(minimum=0), default=None)
+    k.add_argument("--fill-factor", type=float_option(exclusive_minimum=0), default=None)
     k.add_argument("--systems", default=None, help="HDF5 file of captured systems (.h5): loaded if it exists, else written")
     k.add_argument("--no-scipy", action="store_true", help="skip the scipy (one-thread) variant")
     k.set_defaults(func=_cli)
