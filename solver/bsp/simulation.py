@@ -196,8 +196,9 @@ class Simulation:
         """The error that stops a run; the last checkpoint written stays where it is."""
         ck = self.out / CHECKPOINT if self.out is not None else None
         if ck is not None and ck.exists():
-            kept = (f"the last good checkpoint {ck} (step {self._checkpoint_step}) is kept: the same command "
-                    "resumes from it")
+            step = getattr(self, "_checkpoint_step", None)  # None: a checkpoint this process did not write or read
+            kept = (f"the last good checkpoint {ck}" + ("" if step is None else f" (step {step})")
+                    + " is kept: the same command resumes from it")
         else:
             kept = "no checkpoint was written yet (output.checkpoint_every_steps)"
         return RunFault(f"step {self.state.step + 1}, RK stage {stage + 1}, phase {phase}: {what}; {kept}")
