@@ -348,6 +348,11 @@ class BteCases:
         a, b = np.asarray(a), np.asarray(b)
         return float(np.abs(a - b).max() / max(np.abs(b).max(), 1e-300))
 
+    @classmethod
+    def pair(cls, NX=9, NS=2, NW=12, NPHI=8, NZ=17, extra=()):
+        """(fast, array) models of one mesh: numerics.kernels auto and array (the test oracle)."""
+        return (cls.model(NX, NS, NW, NPHI, NZ, "auto", extra), cls.model(NX, NS, NW, NPHI, NZ, "array", extra))
+
     @staticmethod
     def model(NX=9, NS=3, NW=40, NPHI=16, NZ=17, kernels_mode="auto", extra=()):
         from solver.bsp.model import Model, load

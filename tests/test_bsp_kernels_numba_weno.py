@@ -15,19 +15,8 @@ numba = pytest.importorskip("numba")
 
 from solver.backend import get_backend  # noqa: E402
 from solver.bsp import dens, weno  # noqa: E402
-from solver.bsp.model import Model, load  # noqa: E402
 
 TOL = 1e-12
-
-
-def models(NX=9, NS=2, NW=12, NPHI=8, NZ=17, extra=()):
-    """(fast, array) models of the same mesh: numerics.kernels auto and array."""
-    ov = [f"mesh.NX={NX}", f"mesh.N_sbn={NS}", f"mesh.NW={NW}", f"mesh.NPHI={NPHI}", f"mesh.NZ={NZ}", *extra]
-    return Model(load(None, ov)), Model(load(None, ov + ["numerics.kernels=array"]))
-
-
-def rel(a, b):
-    return float(np.abs(a - b).max() / np.abs(b).max())
 
 
 @pytest.fixture(scope="module")
@@ -39,8 +28,8 @@ MESHES = [dict(NX=9, NS=2, NW=12, NPHI=8), dict(NX=10, NS=3, NW=10, NPHI=12)]
 
 
 @pytest.mark.parametrize("mesh", MESHES, ids=["9x2x12x8", "10x3x10x12"])
-def test_weno_fast_matches_array(be, rng, mesh):
-    m, ma = models(**mesh)
+def test_weno_fast_matches_array(bte_cases, be, rng, mesh):
+    m, ma = bte_cases.pair(**mesh)
     Phi = rng.random(m.shape) + 0.1  # positive, rough
     deps = 5.0 * rng.standard_normal((m.NX, 3, m.N_sbn))
     rho_eq = rng.random((m.NX, 3, m.N_sbn)) + 0.5
@@ -49,21 +38,21 @@ def test_weno_fast_matches_array(be, rng, mesh):
         a = weno.weno_x(m, be, Phi, rho_eq[0], rho_eq[-1], rho[0], rho[-1], closed=closed)
         b = weno.weno_x(ma, be, Phi, rho_eq[0], rho_eq[-1], rho[0], rho[-1], closed=closed)
         assert a.shape == b.shape and a.dtype == np.float64
-        assert rel(a, b) <= TOL, ("dx", closed, rel(a, b))
+        assert bte_cases.rel(a, b) <= TOL, ("dx", closed, bte_cases.rel(a, b))
     a, b = weno.weno_w(m, be, Phi, deps), weno.weno_w(ma, be, Phi, deps)
-    assert rel(a, b) <= TOL, ("dw", rel(a, b))
+    assert bte_cases.rel(a, b) <= TOL, ("dw", bte_cases.rel(a, b))
     A = float(np.abs(deps).max())
     a, b = weno.weno_phi(m, be, Phi, deps, A), weno.weno_phi(ma, be, Phi, deps, A)
-    assert rel(a, b) <= TOL, ("dphi", rel(a, b))
+    assert bte_cases.rel(a, b) <= TOL, ("dphi", bte_cases.rel(a, b))
     # an explicit eps and a non-contiguous Phi take the same route
     Pt = np.asfortranarray(Phi)
     a, b = weno.weno_w(m, be, Pt, deps, eps=1e-3), weno.weno_w(ma, be, Phi, deps, eps=1e-3)
-    assert rel(a, b) <= TOL
+    assert bte_cases.rel(a, b) <= TOL
 
 
-def test_weno_fast_on_equilibrium_state(be):
+def test_weno_fast_on_equilibrium_state(bte_cases, be):
     """Smooth data of the size of a run (Maxwellian in w, inflow of the equilibrium)."""
-    m, ma = models(NX=9, NS=2, NW=24, NPHI=8)
+    m, ma = bte_cases.pair(NX=9, NS=2, NW=24, NPHI=8)
     eps = 1.5 * np.arange(2)[None, None, :] ** 2 + 2.0 * np.sin(math.pi * m.x)[:, None, None] + np.zeros((1, 3, 1))
     deps = 2.0 * math.pi * np.cos(math.pi * m.x)[:, None, None] + np.zeros((1, 3, 2))
     rho_eq = m.sqrt_mxmy[None, :, None] * np.exp(-eps)
@@ -72,11 +61,11 @@ def test_weno_fast_on_equilibrium_state(be):
     for fn, args in ((weno.weno_x, (Phi, rho_eq[0], rho_eq[-1], rho[0], rho[-1])),
                      (weno.weno_w, (Phi, deps)), (weno.weno_phi, (Phi, deps, float(np.abs(deps).max())))):
         a, b = fn(m, be, *args), fn(ma, be, *args)
-        assert rel(a, b) <= TOL, (fn.__name__, rel(a, b))
+        assert bte_cases.rel(a, b) <= TOL, (fn.__name__, bte_cases.rel(a, b))
 
 
-def test_thread_count_follows_the_backend(rng):
-    m, _ = models()
+def test_thread_count_follows_the_backend(bte_cases, rng):
+    m, _ = bte_cases.pair()
     Phi = rng.random(m.shape)
     deps = rng.standard_normal((m.NX, 3, m.N_sbn))
     out = {}
