@@ -42,13 +42,14 @@ BLOCK = 256
 
 
 def _static(model, sysm):
-    """Device copies of the static block form, cached on the model per boundary condition."""
+    """Device copies of the static block form (D0, lo0, up0, the Dirichlet mask as bool), cached on
+    the model per boundary condition."""
     key = ("cuda.newton", sysm.x_bc)
     cache = model.device_cache
     if key not in cache or cache[key][0] is not sysm:
         bs = blocktri.block_system(model, sysm)
         cache[key] = (sysm, cp.asarray(bs.D0), cp.asarray(bs.lo0), cp.asarray(bs.up0),
-                      cp.asarray(bs.dirichlet.astype(np.uint8)))
+                      cp.asarray(bs.dirichlet.astype(bool)))
     return cache[key][1:]
 
 
@@ -90,11 +91,8 @@ def solve_linsys_batched(model, backend, sysm, A, b):
     cuBLAS getrfBatched / getrsBatched (``cupy.cublas.batched_gesv``, also beyond cupy.linalg.solve's
     batched limit of 256), no host synchronisation."""
     D, lo, up = A
-    key = ("cuda.newton", "dirichlet", sysm.x_bc)
-    cache = model.device_cache
-    if key not in cache or cache[key][0] is not sysm:
-        cache[key] = (sysm, cp.asarray(blocktri.block_system(model, sysm).dirichlet))
-    return blocktri_batched.solve_cr_batched(cp, D, lo, up, b, cache[key][1], gesv=cublas.batched_gesv).ravel()
+    dirm = _static(model, sysm)[3]
+    return blocktri_batched.solve_cr_batched(cp, D, lo, up, b, dirm, gesv=cublas.batched_gesv).ravel()
 
 
 def _cr_work(model, NX: int, NZ: int):
@@ -120,7 +118,7 @@ def solve_linsys_cr(model, backend, sysm, A, b, nwarps=None):
     nw = max(1, min(CR_NWARPS, NZ)) if nwarps is None else nwarps
     elim, upd, back = (_build.function("cyclic_reduction.cu", k, OPTIONS, {"NZ": NZ, "NWARPS": nw})
                        for k in ("cr_eliminate", "cr_update", "cr_backsub"))
-    dirm = _static(model, sysm)[3]
+    dirm = _static(model, sysm)[3].view(cp.uint8)  # the kernel reads the bool mask as unsigned char
     W = _cr_work(model, NX, NZ)
     Bw, rw, XA, XC, Xr = W["Bw"], W["rw"], W["XA"], W["XC"], W["Xr"]
     i32 = np.int32
