@@ -253,6 +253,58 @@ def emulated_cuda(tmp_path_factory):
     return _import_with(fake, ("weno", "rk", "scattering", "eigen", "frechet", "newton", "dense", "_build"))
 
 
+class _FakeCapture:
+    """Stand-ins (on emulated_cuda.newton) for cupy.cuda's Stream / MemoryPool / graph: a capture records the solve (run
+    eagerly on the host) and the graph's launch reruns it on the captured buffers, writing into the
+    captured output, as a replayed CUDA graph does."""
+
+    def __init__(self, cn, monkeypatch):
+        self.events = []
+        real = cn._solve_batched
+        fake = self
+
+        def solve(*args):
+            x = real(*args)
+            if fake.capturing:
+                fake.replay = lambda: x.__setitem__(Ellipsis, real(*args))
+            fake.events.append("capture" if fake.capturing else "warm-up")
+            return x
+
+        class Stream:
+            def __init__(self, non_blocking=False):
+                pass
+
+            def __enter__(self):
+                return self
+
+            def __exit__(self, *exc):
+                return False
+
+            def synchronize(self):
+                pass
+
+            def begin_capture(self):
+                fake.capturing = True
+
+            def end_capture(self):
+                fake.capturing = False
+                replay = fake.replay
+                return types.SimpleNamespace(launch=lambda: fake.events.append("launch") or replay())
+
+        self.capturing = False
+        cuda = types.SimpleNamespace(Stream=Stream, MemoryPool=lambda: types.SimpleNamespace(malloc=None),
+                                     using_allocator=lambda malloc: Stream(), get_current_stream=Stream)
+        monkeypatch.setattr(cn.cp, "cuda", cuda, raising=False)
+        monkeypatch.setattr(cn, "_solve_batched", solve)
+
+
+@pytest.fixture
+def fake_graph_capture(emulated_cuda, monkeypatch):
+    """The CUDA graph of newton.BatchedGraph (numerics.linsys_graph) stood in on the emulation
+    (_FakeCapture; ``.events`` lists warm-up / capture / launch in order)."""
+    return _FakeCapture(emulated_cuda.newton, monkeypatch)
+
+
 @pytest.fixture
 def stub_cupy():
     """A bare stand-in ``cupy`` module in sys.modules for one test (imports succeed, no kernels run)."""

@@ -195,7 +195,11 @@ def test_implementations_cupy_behind_a_stand_in(emulated_cuda, monkeypatch):
     assert impl["Frechet"] == "solver.bsp.kernels.cuda.frechet.frechet"
     assert impl["newton_norms"] == "solver.bsp.kernels.cuda.newton.newton_norms"
     big = kernels.implementations(model("mesh.NZ=129", "numerics.eigen=bisection"), be)
-    assert big["solve_linsys"] == "solver.bsp.kernels.cuda.newton.solve_linsys [numerics.linsys=batched_cr]"
+    assert big["solve_linsys"] == ("solver.bsp.kernels.cuda.newton.solve_linsys "
+                                   "[numerics.linsys=batched_cr, numerics.linsys_graph=true]")
+    assert big["construct_linsys"].endswith("[numerics.linsys=batched_cr]")
+    nograph = kernels.implementations(model("mesh.NZ=129", "numerics.linsys_graph=false"), be)
+    assert nograph["solve_linsys"].endswith("[numerics.linsys=batched_cr, numerics.linsys_graph=false]")
     assert big["eigen"].endswith("[numerics.eigen=bisection, numerics.ipim=a]")
     dense = kernels.implementations(model("mesh.NZ=129", "numerics.linsys=dense"), be)
     assert dense["construct_linsys"].endswith("[numerics.linsys=dense]")
@@ -257,12 +261,12 @@ def test_emulated_run_fast_vs_array(emulated_cuda, monkeypatch, variant, tol):
         assert rel(v, states["array"][k]) <= tol, (k, rel(v, states["array"][k]))
 
 
-def test_emulated_iter_run_fast_vs_array(emulated_cuda, monkeypatch):
+def test_emulated_iter_run_fast_vs_array(emulated_cuda, fake_graph_capture, monkeypatch):
     """Whole time steps with the ITER fast paths of the default GPU config beyond MAX_NZ (the numpy
     backend dispatching to the emulated eigen, Frechet and Newton kernels; newton.solve_linsys runs
     numerics.linsys auto = batched_cr there; MAX_NZ lowered to 11 so that NZ = 13 is beyond it and
     the run stays small): warm-started Newton-Raphson eigenvalues and the batched block solve
-    (cuBLAS stood in by numpy's batched LU), against the array reference (LAPACK + SuperLU).
+    (cuBLAS stood in by numpy's batched LU, its CUDA graph by fake_graph_capture), against the array reference (LAPACK + SuperLU).
     (The CR kernels emulate one OS thread per CUDA thread: too slow for whole runs;
     test_bsp_kernels_cuda_newton checks them.)"""
     from solver.bsp import blocktri
@@ -287,6 +291,8 @@ def test_emulated_iter_run_fast_vs_array(emulated_cuda, monkeypatch):
         sim.run(resume=False)
         states[mode] = {k: np.asarray(getattr(sim.state, k)) for k in ("Phi", "V", "eps", "rho")}
     assert solves  # the batched block solve ran (auto beyond MAX_NZ)
+    ev = fake_graph_capture.events  # through one graph per system: INITCOND's and the Dirichlet one
+    assert ev.count("capture") == 2 and ev.count("launch") == len(solves), (ev.count("capture"), len(solves))
     for k, v in states["auto"].items():
         assert rel(v, states["array"][k]) <= 1e-10, (k, rel(v, states["array"][k]))
 

@@ -119,9 +119,10 @@ def test_linsys_variant_selects_the_system(emulated_cuda, monkeypatch):
 @pytest.mark.parametrize("mesh", [("mesh.NX=13", "mesh.NZ=11", "numerics.linsys=batched_cr"),
                                   ("mesh.NX=10", "mesh.NZ=129")])  # auto: batched_cr beyond MAX_NZ
 @pytest.mark.parametrize("bc", ["neumann", "dirichlet"])
-def test_emulated_cuda_batched_block_solve(emulated_cuda, newton_cases, mesh, bc, rng):
+def test_emulated_cuda_batched_block_solve(emulated_cuda, newton_cases, fake_graph_capture, mesh, bc, rng):
     """Variant batched_cr: construct_kernel's block form solved by solve_cr_batched through
-    newton.solve_linsys (cuBLAS's batched LU stood in by numpy's) equals SuperLU; Dirichlet exact."""
+    newton.solve_linsys (cuBLAS's batched LU stood in by numpy's, the CUDA graph by
+    fake_graph_capture) equals SuperLU; Dirichlet exact."""
     cn = emulated_cuda.newton
     m = newton_cases.model(*mesh)
     sysm, F, rhs, bvals, A, b, x0 = newton_cases.problem(m, bc, rng)
@@ -131,6 +132,29 @@ def test_emulated_cuda_batched_block_solve(emulated_cuda, newton_cases, mesh, bc
     assert np.abs(x - x0).max() <= 1e-12 * np.abs(x0).max()
     d = sysm.dirichlet_flat
     np.testing.assert_array_equal(x[d], bvals[d])
+
+
+def test_emulated_cuda_batched_graph(emulated_cuda, newton_cases, fake_graph_capture, rng):
+    """numerics.linsys_graph: the first solve of a system warms up and captures once, every solve
+    (also the first) replays the graph on the newly copied inputs and returns a copy of its output;
+    the two boundary conditions get a graph each; equal to the uncaptured solve and to SuperLU."""
+    cn = emulated_cuda.newton
+    fake = fake_graph_capture
+    m = newton_cases.model("mesh.NX=13", "mesh.NZ=11", "numerics.linsys=batched_cr")
+    off = newton_cases.model("mesh.NX=13", "mesh.NZ=11", "numerics.linsys=batched_cr", "numerics.linsys_graph=false")
+    xs = []
+    for k, bc in enumerate(("dirichlet", "dirichlet", "neumann")):
+        sysm, F, rhs, bvals, A, b, x0 = newton_cases.problem(m, bc, rng)
+        sysm = poisson._system(m, bc)  # the cached system, as the Newton loop passes it
+        Ab, bb = cn.construct_linsys(m, NP, sysm, F, rhs, bvals)
+        x = cn.solve_linsys(m, NP, sysm, Ab, bb)
+        assert x.shape == (m.NX * m.NZ,)
+        assert np.abs(x - x0).max() <= 1e-12 * np.abs(x0).max(), bc
+        np.testing.assert_array_equal(x[sysm.dirichlet_flat], bvals[sysm.dirichlet_flat])
+        np.testing.assert_array_equal(x, cn.solve_linsys(off, NP, poisson._system(off, bc), Ab, bb))
+        xs.append(x)
+    assert fake.events == ["warm-up", "capture", "launch", "launch", "warm-up", "capture", "launch"]
+    assert not np.array_equal(xs[0], xs[1])  # the second solve saw its own inputs: a copy out, not the buffer
 
 
 # ---------------------------------------------------------------------- on the GPU
@@ -214,3 +238,30 @@ def test_cuda_newton_glue_matches_reference(cupy_backend, newton_cases, mesh, rn
     x[5] = np.inf
     _, fin = newton.newton_norms(m, cupy_backend, *(xp.asarray(a) for a in (Vn, V, Nn, N, x)))
     assert not fin
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("mesh", [("mesh.NX=17", "mesh.NZ=33"), ("mesh.NX=65", "mesh.NZ=65"), ("mesh.NX=9", "mesh.NZ=129")])
+def test_cuda_batched_graph_matches_array_code(cupy_backend, newton_cases, mesh, rng):
+    """numerics.linsys_graph: the replayed CUDA graph of the batched solve against the uncaptured
+    array code (to rounding; the same kernels on the same data) and SuperLU, for systems of both
+    boundary conditions solved in turn with new data each time; arrays allocated between the
+    solves stay untouched (the graph's temporaries live in its private memory pool)."""
+    from solver.bsp.kernels.cuda import newton
+    xp = cupy_backend.xp
+    m = newton_cases.model(*mesh, "numerics.linsys=batched_cr")
+    off = newton_cases.model(*mesh, "numerics.linsys=batched_cr", "numerics.linsys_graph=false")
+    guards = []
+    for bc in ("dirichlet", "neumann", "dirichlet", "neumann"):
+        sysm, F, rhs, bvals, A, b, x0 = newton_cases.problem(m, bc, rng)
+        sysm = poisson._system(m, bc)
+        Ad, bd = newton.construct_linsys(m, cupy_backend, sysm, xp.asarray(F), xp.asarray(rhs), bvals)
+        x = cupy_backend.to_numpy(newton.solve_linsys(m, cupy_backend, sysm, Ad, bd))
+        guards.append(xp.full(3 * m.NX * m.NZ * m.NZ, float(len(guards))))
+        xa = cupy_backend.to_numpy(newton.solve_linsys(off, cupy_backend, poisson._system(off, bc), Ad, bd))
+        assert np.abs(x - x0).max() <= 1e-11 * np.abs(x0).max(), bc
+        assert np.abs(x - xa).max() <= 1e-14 * np.abs(xa).max(), bc
+        d = sysm.dirichlet_flat
+        np.testing.assert_array_equal(x[d], bvals[d])
+    for k, g in enumerate(guards):
+        assert bool((g == float(k)).all()), k

@@ -6,20 +6,25 @@
 Parts (each caught: a failure is printed and recorded, the next part runs):
   linsys  numerics.linsys variants per Newton solve (construct_linsys + solve_linsys of the cupy
           table, random SPD Frechet blocks, Dirichlet x-boundaries) at NX x NZ = 65x65, 65x129,
-          129x129, 33x257: block_cr where NZ <= 127, batched_cr everywhere, dense (the baseline)
-          where block_cr cannot run.  Accuracy against SuperLU, Dirichlet entries exact, two solves
-          bitwise equal, and the median time per solve (CUDA events);
+          129x129, 33x257: block_cr where NZ <= 127, batched_cr everywhere (replayed from its CUDA
+          graph, and "nograph": numerics.linsys_graph = false), dense (the baseline) where block_cr
+          cannot run.  Accuracy against SuperLU, Dirichlet entries exact, two solves bitwise equal,
+          graph bitwise equal to no graph, and the median time per solve (CUDA events; host_ms: the
+          host's wall time of the call);
   eigen   numerics.eigen: the kernel eigenvalues (bisection) vs eigenvalues_nr warm-started from
           the levels of V after a 1e-3 max|V| change of V (a Newton update), per call, at the same
           meshes: difference / ||T||, Sturm evaluations, median time per call;
   runs    whole runs on the GPU: default config (auto variants) against numerics.kernels = array
           after 10 steps (coarse 6x33x33x150x24) and 4 steps (6x17x129x40x12, batched_cr), and two
           default runs bitwise equal;
+  phases  ITER and its sub-phases per step (the run's timers) and the host wall time per step, 8
+          steps after 3, on 6x65x65x300x48 and 6x65x129x300x48, per linsys configuration (auto,
+          block_cr, batched_cr with and without its graph);
   bench   ``python -m solver bsp bench`` (solver.bsp.bench) for cupy on 6x33x33x150x24,
           6x65x65x300x48, 6x65x129x300x48, 6x33x257x150x24 (10 steps after 3 warm-up), with the
           default config and with numerics.eigen = bisection: DIR/bench_auto/, DIR/bench_bisection/.
           On --cpu: numpy, 6x9x13x16x8, 2 steps after 1, default vs numerics.linsys = batched_cr.
-Writes DIR/iter_device.csv (part, mesh, impl, quantity, value, note) and prints a short table last.
+``--parts`` picks parts (default all).  Writes DIR/iter_device.csv (part, mesh, impl, quantity, value, note) and prints a short table last.
 """
 from __future__ import annotations
 
@@ -67,16 +72,21 @@ class Env:
     def host(self, a):
         return self.backend.to_numpy(a)
 
-    def time_ms(self, fn, reps=None):
-        """Median milliseconds of fn() over ``reps`` calls after the warm-up calls."""
+    def time_ms(self, fn, reps=None, host=False):
+        """Median milliseconds of fn() over ``reps`` calls after the warm-up calls (CUDA events on the
+        GPU; ``host``: the wall time of the call on the host, without a synchronisation)."""
         for _ in range(self.warm):
             fn()
+        if host and not self.cpu:
+            self.xp.cuda.get_current_stream().synchronize()
         ts = []
         for _ in range(reps or self.reps):
-            if self.cpu:
+            if self.cpu or host:
                 t0 = time.perf_counter()
                 fn()
                 ts.append(1e3 * (time.perf_counter() - t0))
+                if host and not self.cpu:
+                    self.xp.cuda.get_current_stream().synchronize()
             else:
                 cp = self.xp
                 start, end = cp.cuda.Event(), cp.cuda.Event()
@@ -123,10 +133,11 @@ def part_linsys(env, rng):
             variants = ["batched_cr"]
             row("linsys", mesh, "superlu", "ms", env.time_ms(lambda: poisson.solve_linsys(m, NP, sysm, A0, b0)))
         else:
-            variants = (["block_cr"] if NZ <= 127 else ["dense"]) + ["batched_cr"]
+            variants = (["block_cr"] if NZ <= 127 else ["dense"]) + ["batched_cr", "batched_cr nograph"]
+        xs = {}
         for v in variants:
             try:
-                mv = model(NX, NZ, f"numerics.linsys={v}")
+                mv = model(NX, NZ, f"numerics.linsys={v.split()[0]}", *(["numerics.linsys_graph=false"] if "nograph" in v else []))
                 table = kernels.REGISTRY.table(env.backend.name)
                 cons = table.get("construct_linsys", blocktri_batched.construct_linsys)
                 solve = table.get("solve_linsys", blocktri_batched.solve_linsys)
@@ -137,8 +148,12 @@ def part_linsys(env, rng):
                 row("linsys", mesh, v, "maxrel_vs_superlu", float(np.abs(x - x0).max() / np.abs(x0).max()))
                 row("linsys", mesh, v, "dirichlet_exact", float(np.array_equal(x[d], bvals[d])))
                 row("linsys", mesh, v, "repeat_bitwise", float(np.array_equal(x, env.host(x2))))
+                xs[v] = x
+                if v == "batched_cr nograph" and "batched_cr" in xs:
+                    row("linsys", mesh, "batched_cr", "graph_bitwise_nograph", float(np.array_equal(x, xs["batched_cr"])))
                 reps = 3 if v == "dense" else None
                 row("linsys", mesh, v, "ms", env.time_ms(lambda: solve(mv, env.backend, sysm, A, b), reps))
+                row("linsys", mesh, v, "host_ms", env.time_ms(lambda: solve(mv, env.backend, sysm, A, b), reps, host=True))
                 row("linsys", mesh, v, "construct_ms",
                     env.time_ms(lambda: cons(mv, env.backend, sysm, Fd, rd, bvals), reps))
                 del A, b
@@ -221,6 +236,48 @@ def part_runs(env, rng):
             row("runs", mesh, "", "error", float("nan"), f"{type(exc).__name__}: {exc}"[:200])
 
 
+# ---------------------------------------------------------------------- ITER phases per step
+PHASE_MESHES = ("6x65x65x300x48", "6x65x129x300x48")
+PHASE_CONFIGS = {"auto": [], "block_cr": ["numerics.linsys=block_cr"], "batched_cr": ["numerics.linsys=batched_cr"],
+                 "batched_cr nograph": ["numerics.linsys=batched_cr", "numerics.linsys_graph=false"]}
+
+
+def part_phases(env, steps=8, warm=3):
+    """Median ms per step of ITER and its sub-phases (the run's phase timers, CUDA events) and the
+    host wall time per step, over ``steps`` steps after ``warm``, per linsys configuration."""
+    from solver.bsp.analysis import parse_mesh
+    from solver.bsp.simulation import Simulation
+
+    for mesh in (("6x9x13x16x8",) if env.cpu else PHASE_MESHES):
+        for name, extra in PHASE_CONFIGS.items():
+            if "block_cr" in name and parse_mesh(mesh)["NZ"] > 127:
+                continue
+            try:
+                cfg = load(None, [f"mesh.{k}={v}" for k, v in parse_mesh(mesh).items()]
+                           + [f"numerics.backend={env.backend.name}", f"time.steps={steps + warm}", "time.t_end_ps=null",
+                              "output.progress=false", "output.checkpoint_every_steps=0", *extra])
+                sim = Simulation(cfg, env.backend, None, progress=False)
+                sim._timer_rows = []  # as Simulation.run (and bench.run_case)
+                sim.startup()
+                wall, newton = [], []
+                for k in range(steps + warm):
+                    t0 = time.perf_counter()
+                    sim.step()
+                    if k >= warm:
+                        wall.append(1e3 * (time.perf_counter() - t0))
+                        newton.append(sim.state.newton_iterations)
+                timed = sim.timer.steps[warm:]
+                keys = sorted(k for k in timed[0] if k.startswith("step/ITER"))
+                for k in keys:
+                    row("phases", mesh, name, k + "_ms", statistics.median(1e3 * t.get(k, 0.0) for t in timed))
+                row("phases", mesh, name, "step_wall_ms", statistics.median(wall),
+                    f"p10-p90 {np.percentile(wall, 10):.2f}-{np.percentile(wall, 90):.2f}")
+                row("phases", mesh, name, "newton_per_step", float(np.mean(newton)))
+            except Exception as exc:
+                traceback.print_exc()
+                row("phases", mesh, name, "error", float("nan"), f"{type(exc).__name__}: {exc}"[:200])
+
+
 # ---------------------------------------------------------------------- bench
 def part_bench(env, out, timeout):
     if env.cpu:
@@ -243,15 +300,17 @@ def main(argv=None):
     ap.add_argument("--out", required=True, help="output directory")
     ap.add_argument("--cpu", action="store_true", help="NumPy only (the parts that run without CuPy)")
     ap.add_argument("--bench-timeout", type=float, default=60.0, help="seconds per bench case")
+    ap.add_argument("--parts", default="linsys,eigen,runs,phases,bench", help="comma-separated parts to run")
     args = ap.parse_args(argv)
+    parts = set(args.parts.split(","))
     t0 = time.perf_counter()
     env = Env(args.cpu)
     rng = np.random.default_rng(2026)
     Path(args.out).mkdir(parents=True, exist_ok=True)
-    run_part("linsys", lambda: part_linsys(env, rng))
-    run_part("eigen", lambda: part_eigen(env, rng))
-    run_part("runs", lambda: part_runs(env, rng))
-    run_part("bench", lambda: part_bench(env, args.out, args.bench_timeout))
+    for name, fn in (("linsys", lambda: part_linsys(env, rng)), ("eigen", lambda: part_eigen(env, rng)),
+                     ("runs", lambda: part_runs(env, rng)), ("phases", lambda: part_phases(env)), ("bench", lambda: part_bench(env, args.out, args.bench_timeout))):
+        if name in parts:
+            run_part(name, fn)
     out = Path(args.out) / "iter_device.csv"
     with atomic_path(out) as tmp:
         with open(tmp, "w", newline="") as f:

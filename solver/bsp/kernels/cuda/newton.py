@@ -32,7 +32,7 @@ import cupy as cp
 from cupy import cublas
 
 from solver.bsp import blocktri, blocktri_batched
-from solver.bsp.kernels import f64, linsys_variant
+from solver.bsp.kernels import f64, linsys_graph, linsys_variant
 from solver.bsp.kernels.cuda import _build, dense
 
 MAX_NZ = blocktri.MAX_NZ  # the solve kernels' pivot key holds the row in 7 bits
@@ -89,10 +89,70 @@ def solve_linsys(model, backend, sysm, A, b):
 def solve_linsys_batched(model, backend, sysm, A, b):
     """x (NX NZ,) by blocktri_batched.solve_cr_batched on the device, the batched LU solves by
     cuBLAS getrfBatched / getrsBatched (``cupy.cublas.batched_gesv``, also beyond cupy.linalg.solve's
-    batched limit of 256), no host synchronisation."""
+    batched limit of 256), no host synchronisation.  ``numerics.linsys_graph`` (default true): the
+    solve replayed from one CUDA graph per (system, NX, NZ) (``BatchedGraph``), else the ~180 CuPy
+    launches of the array code each time."""
     D, lo, up = A
-    dirm = _static(model, sysm)[3]
-    return blocktri_batched.solve_cr_batched(cp, D, lo, up, b, dirm, gesv=cublas.batched_gesv).ravel()
+    if not linsys_graph(model):
+        dirm = _static(model, sysm)[3]
+        return blocktri_batched.solve_cr_batched(cp, D, lo, up, b, dirm, gesv=cublas.batched_gesv).ravel()
+    return _batched_graph(model, sysm).solve(D, lo, up, b)
+
+
+def _batched_graph(model, sysm):
+    """The BatchedGraph of this Newton system, cached on the model (rebuilt for a new system)."""
+    key = ("cuda.newton", "batched_graph", sysm.x_bc)
+    cache = model.device_cache
+    if key not in cache or cache[key][0] is not sysm:
+        cache[key] = (sysm, BatchedGraph(sysm.NX, sysm.NZ, _static(model, sysm)[3]))
+    return cache[key][1]
+
+
+def _solve_batched(D, lo, up, b, dirm):
+    return blocktri_batched.solve_cr_batched(cp, D, lo, up, b, dirm, gesv=cublas.batched_gesv)
+
+
+class BatchedGraph:
+    """solve_cr_batched of one (NX, NZ) and Dirichlet mask, captured once as a CUDA graph.
+
+    ``solve(D, lo, up, b)`` copies the system into the graph's fixed input buffers, replays the
+    captured launches (getrf/getrsBatched, GEMMs, the slice updates: ~180 at 65 x 129) with one
+    cudaGraphLaunch on the current stream, and returns a copy of the graph's output x (NX NZ,):
+    ~6 host launches instead of ~180, the same kernels on the same data (bitwise the solve of the
+    array code).  The graph's temporaries come from a private CuPy memory pool that nothing else
+    allocates from, so the addresses baked into the graph stay its own for its lifetime.  The first
+    solve runs the array code once uncaptured on the capture stream (kernel compiles, cuBLAS's
+    per-stream state, the pool's blocks: no allocation from the device during the capture), then
+    captures it."""
+
+    def __init__(self, NX: int, NZ: int, dirm):
+        self.shape = (NX, NZ)
+        self.dirm = dirm  # held: the graph reads it by address
+        self.inputs = (cp.empty((NX, NZ, NZ)), cp.empty((NX, NZ)), cp.empty((NX, NZ)), cp.empty((NX, NZ)))
+        self._pool = cp.cuda.MemoryPool()
+        self._stream = cp.cuda.Stream(non_blocking=True)
+        self._graph = None
+        self._x = None
+
+    def _capture(self):
+        cp.cuda.get_current_stream().synchronize()  # the inputs were written on the caller's stream
+        with cp.cuda.using_allocator(self._pool.malloc), self._stream:
+            _solve_batched(*self.inputs, self.dirm)  # warm-up: compiles, cuBLAS state, pool blocks
+            self._stream.synchronize()
+            self._stream.begin_capture()
+            try:
+                x = _solve_batched(*self.inputs, self.dirm)
+            finally:
+                graph = self._stream.end_capture()
+        self._graph, self._x = graph, x
+
+    def solve(self, D, lo, up, b):
+        for dst, src in zip(self.inputs, (D, lo, up, b)):
+            dst[...] = src
+        if self._graph is None:
+            self._capture()
+        self._graph.launch()
+        return self._x.ravel().copy()
 
 
 def _cr_work(model, NX: int, NZ: int):
