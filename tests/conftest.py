@@ -254,7 +254,8 @@ def emulated_cuda(tmp_path_factory):
 
 
 class _FakeCapture:
-    """Stand-ins (on emulated_cuda.newton) for cupy.cuda's Stream / MemoryPool / graph: a capture records the solve (run
+    """Stand-ins (on emulated_cuda.newton) for cupy.cuda's Stream / MemoryPool / graph and for
+    _cublas.Blas (numpy's batched solve and matmul): a capture records the solve (run
     eagerly on the host) and the graph's launch reruns it on the captured buffers, writing into the
     captured output, as a replayed CUDA graph does."""
 
@@ -296,6 +297,8 @@ class _FakeCapture:
                                      using_allocator=lambda malloc: Stream(), get_current_stream=Stream)
         monkeypatch.setattr(cn.cp, "cuda", cuda, raising=False)
         monkeypatch.setattr(cn, "_solve_batched", solve)
+        monkeypatch.setattr(cn._cublas, "Blas", lambda stream: types.SimpleNamespace(gesv=np.linalg.solve,
+                                                                                     matmul=np.matmul))
 
 
 @pytest.fixture

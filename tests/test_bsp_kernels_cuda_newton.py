@@ -157,6 +157,40 @@ def test_emulated_cuda_batched_graph(emulated_cuda, newton_cases, fake_graph_cap
     assert not np.array_equal(xs[0], xs[1])  # the second solve saw its own inputs: a copy out, not the buffer
 
 
+def test_cublas_layout_reads_the_operands(emulated_cuda, rng):
+    """_cublas._layout: the (op, ld, batch stride) given to cublasDgemmStridedBatched, applied to
+    the raw buffer as cuBLAS reads it (column-major, element (i, j) at i + j ld), reproduce a @ b
+    for the views blocktri_batched multiplies (strided slices of stacks, gesv's transposed results,
+    the matrix-vector products' v[..., None]); other layouts give None (matmul copies them)."""
+    from numpy.lib.stride_tricks import as_strided
+    cb = emulated_cuda.newton._cublas
+
+    def stored(x, lay, rows, cols):  # the column-major matrices cuBLAS reads, after op
+        op, ld, bs = lay
+        shape = (rows, cols) if op == cb._OP_N else (cols, rows)
+        v = as_strided(x, shape=(x.shape[0],) + shape, strides=(bs * 8, 8, ld * 8))
+        return v if op == cb._OP_N else v.transpose(0, 2, 1)
+
+    n = 7
+    big = rng.standard_normal((9, n, 2 * n + 1))
+    X = np.ascontiguousarray(rng.standard_normal((4, 2 * n + 1, n)).transpose(0, 2, 1))  # gesv's result
+    v = rng.standard_normal((12, n))
+    cases = [(big[0::2][1:, :, :n], big[1::2][:, :n, :]),     # A_k[1:] @ X[:nk - 1] (strided batches)
+             (X[..., :n], v[0:8:2][..., None]),                # W @ t[..., None] (column-major W)
+             (X[..., n:2 * n], v[1::3][:4, :, None]),
+             (big[:3, :, :n], big[3:6]),
+             (big[:3, ::2, :n], big[3:6, :, :5])]             # row stride 2 (2 n + 1): a larger ld
+    for a, b in cases:
+        la, lb = cb._layout(a), cb._layout(b)
+        assert la is not None and lb is not None
+        m, p, q = a.shape
+        r = b.shape[2]
+        ct = np.matmul(stored(b, lb, r, q), stored(a, la, q, p))  # C^T = B^T A^T, (r x p)
+        np.testing.assert_allclose(ct.transpose(0, 2, 1), a @ b, rtol=1e-13)
+    assert cb._layout(big[:, :, ::2]) is None  # neither unit row nor unit column stride
+    assert cb._layout(big.astype(np.float32)) is None
+
+
 # ---------------------------------------------------------------------- on the GPU
 GPU_MESHES = [("mesh.NX=13", "mesh.NZ=11"), ("mesh.NX=17", "mesh.NZ=33"), ("mesh.NX=9", "mesh.NZ=65")]
 
@@ -244,7 +278,7 @@ def test_cuda_newton_glue_matches_reference(cupy_backend, newton_cases, mesh, rn
 @pytest.mark.parametrize("mesh", [("mesh.NX=17", "mesh.NZ=33"), ("mesh.NX=65", "mesh.NZ=65"), ("mesh.NX=9", "mesh.NZ=129")])
 def test_cuda_batched_graph_matches_array_code(cupy_backend, newton_cases, mesh, rng):
     """numerics.linsys_graph: the replayed CUDA graph of the batched solve against the uncaptured
-    array code (to rounding; the same kernels on the same data) and SuperLU, for systems of both
+    array code (to rounding: the GEMMs are cuBLAS calls of their own) and SuperLU, for systems of both
     boundary conditions solved in turn with new data each time; arrays allocated between the
     solves stay untouched (the graph's temporaries live in its private memory pool)."""
     from solver.bsp.kernels.cuda import newton
@@ -260,8 +294,51 @@ def test_cuda_batched_graph_matches_array_code(cupy_backend, newton_cases, mesh,
         guards.append(xp.full(3 * m.NX * m.NZ * m.NZ, float(len(guards))))
         xa = cupy_backend.to_numpy(newton.solve_linsys(off, cupy_backend, poisson._system(off, bc), Ad, bd))
         assert np.abs(x - x0).max() <= 1e-11 * np.abs(x0).max(), bc
-        assert np.abs(x - xa).max() <= 1e-14 * np.abs(xa).max(), bc
+        assert np.abs(x - xa).max() <= 1e-12 * np.abs(xa).max(), bc
         d = sysm.dirichlet_flat
         np.testing.assert_array_equal(x[d], bvals[d])
     for k, g in enumerate(guards):
         assert bool((g == float(k)).all()), k
+
+
+@pytest.mark.gpu
+def test_cublas_blas_matches_numpy_also_captured(cupy_backend, rng):
+    """_cublas.Blas (ctypes cuBLAS on one stream): gesv and matmul on the views blocktri_batched
+    passes, against numpy, run directly and replayed from a captured graph with new data."""
+    import cupy as cp
+    from solver.bsp.kernels.cuda import _cublas
+    n = 33
+    stream = cp.cuda.Stream(non_blocking=True)
+    blas = _cublas.Blas(stream)
+    big = cp.asarray(rng.standard_normal((9, n, 2 * n + 1)))
+    A = cp.asarray(rng.standard_normal((5, n, n)) + 4 * n ** 0.5 * np.eye(n))
+    v = cp.asarray(rng.standard_normal((12, n)))
+
+    def work():
+        X = blas.gesv(A, big[:5])
+        return (X, blas.matmul(big[0::2][1:, :, :n], big[1::2][:, :n, :]),
+                blas.matmul(X[..., :n], v[0:10:2][..., None]))
+
+    def want():
+        h = cupy_backend.to_numpy
+        X = np.linalg.solve(h(A), h(big)[:5])
+        bh, vh = h(big), h(v)
+        return X, bh[0::2][1:, :, :n] @ bh[1::2][:, :n, :], X[..., :n] @ vh[0:10:2][..., None]
+
+    pool = cp.cuda.MemoryPool()  # the graph's temporaries stay its own (as in newton.BatchedGraph)
+    with cp.cuda.using_allocator(pool.malloc), stream:
+        got = work()
+        stream.synchronize()
+        for g, w in zip(got, want()):
+            np.testing.assert_allclose(cupy_backend.to_numpy(g), w, rtol=1e-11, atol=1e-12 * np.abs(w).max())
+        stream.begin_capture()
+        try:
+            got = work()
+        finally:
+            graph = stream.end_capture()
+    for _ in range(2):  # new data, then the replay
+        big[...] = cp.asarray(rng.standard_normal(big.shape))
+        v[...] = cp.asarray(rng.standard_normal(v.shape))
+        graph.launch()
+        for g, w in zip(got, want()):
+            np.testing.assert_allclose(cupy_backend.to_numpy(g), w, rtol=1e-11, atol=1e-12 * np.abs(w).max())

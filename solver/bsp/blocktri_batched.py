@@ -51,18 +51,20 @@ def solve_linsys(model, backend, sysm, A, b):
     return solve_cr_batched(backend.xp, D, lo, up, b, blocktri.block_system(model, sysm).dirichlet).ravel()
 
 
-def _matvec(xp, M, v):
-    return xp.matmul(M, v[..., None])[..., 0]
+def _matvec(matmul, M, v):
+    return matmul(M, v[..., None])[..., 0]
 
 
-def solve_cr_batched(xp, D, lo, up, b, dirichlet=None, gesv=None):
+def solve_cr_batched(xp, D, lo, up, b, dirichlet=None, gesv=None, matmul=None):
     """x (NX, NZ) of the block-tridiagonal system by block cyclic reduction, each level batched.
 
     D (NX, NZ, NZ), lo/up/b (NX, NZ): the (row-equilibrated) blocks of blocktri.construct, on
     ``xp``; lo[0] and up[-1] are ignored (no neighbour).  ``dirichlet`` (NX, NZ) mask: those
     entries are set to b exactly.  ``gesv(a, rhs)``: the batched solver of a (m, n, n) with
-    rhs (m, n, k), default ``xp.linalg.solve`` (LU with partial pivoting per block)."""
+    rhs (m, n, k), default ``xp.linalg.solve`` (LU with partial pivoting per block); ``matmul(a, b)``
+    the product of stacks (m, p, q) @ (m, q, r), default ``xp.matmul``."""
     gesv = xp.linalg.solve if gesv is None else gesv
+    matmul = xp.matmul if matmul is None else matmul
     NX, NZ = b.shape
     n = NZ
     dm = None if dirichlet is None else xp.asarray(dirichlet, dtype=bool)
@@ -100,8 +102,8 @@ def solve_cr_batched(xp, D, lo, up, b, dirichlet=None, gesv=None):
             X = gesv(Be, xp.concatenate([A[1::2], C[1::2], re[..., None]], axis=2))
             saved.append((X[..., :n], X[..., n:2 * n], X[..., 2 * n]))
             Ak, Ck = A[0::2], C[0::2]
-            P = xp.matmul(Ak[1:], X[:nk - 1])
-            Q = xp.matmul(Ck[:ne], X)
+            P = matmul(Ak[1:], X[:nk - 1])
+            Q = matmul(Ck[:ne], X)
             Bn = Bk.copy()
             Bn[1:] -= P[..., n:2 * n]
             Bn[:ne] -= Q[..., :n]
@@ -125,11 +127,11 @@ def solve_cr_batched(xp, D, lo, up, b, dirichlet=None, gesv=None):
             W, z, lo_e, up_e = data
             t = lo_e * xl
             t[:nr] += up_e[:nr] * xr
-            v = z - _matvec(xp, W, t)
+            v = z - _matvec(matmul, W, t)
         else:
             XA, XC, Xr = data
-            v = Xr - _matvec(xp, XA, xl)
-            v[:nr] -= _matvec(xp, XC[:nr], xr)
+            v = Xr - _matvec(matmul, XA, xl)
+            v[:nr] -= _matvec(matmul, XC[:nr], xr)
         if dm is not None:
             v = xp.where(dm[h::2 * h], b[h::2 * h], v)
         x[h::2 * h] = v

@@ -33,7 +33,7 @@ from cupy import cublas
 
 from solver.bsp import blocktri, blocktri_batched
 from solver.bsp.kernels import f64, linsys_graph, linsys_variant
-from solver.bsp.kernels.cuda import _build, dense
+from solver.bsp.kernels.cuda import _build, _cublas, dense
 
 MAX_NZ = blocktri.MAX_NZ  # the solve kernels' pivot key holds the row in 7 bits
 CR_NWARPS = 32  # warps per cr_eliminate block (capped at NZ)
@@ -108,8 +108,8 @@ def _batched_graph(model, sysm):
     return cache[key][1]
 
 
-def _solve_batched(D, lo, up, b, dirm):
-    return blocktri_batched.solve_cr_batched(cp, D, lo, up, b, dirm, gesv=cublas.batched_gesv)
+def _solve_batched(blas, D, lo, up, b, dirm):
+    return blocktri_batched.solve_cr_batched(cp, D, lo, up, b, dirm, gesv=blas.gesv, matmul=blas.matmul)
 
 
 class BatchedGraph:
@@ -118,12 +118,13 @@ class BatchedGraph:
     ``solve(D, lo, up, b)`` copies the system into the graph's fixed input buffers, replays the
     captured launches (getrf/getrsBatched, GEMMs, the slice updates: ~180 at 65 x 129) with one
     cudaGraphLaunch on the current stream, and returns a copy of the graph's output x (NX NZ,):
-    ~6 host launches instead of ~180, the same kernels on the same data (bitwise the solve of the
-    array code).  The graph's temporaries come from a private CuPy memory pool that nothing else
-    allocates from, so the addresses baked into the graph stay its own for its lifetime.  The first
-    solve runs the array code once uncaptured on the capture stream (kernel compiles, cuBLAS's
-    per-stream state, the pool's blocks: no allocation from the device during the capture), then
-    captures it."""
+    ~6 host launches instead of ~180.  cuBLAS is called through _cublas.Blas (CuPy refuses cuBLAS
+    calls during a capture): the LU solves are the steps of cupy.cublas.batched_gesv, the products
+    one strided-batched DGEMM each (agrees with the uncaptured array code to rounding).  The graph's
+    temporaries come from a private CuPy memory pool that nothing else allocates from, so the
+    addresses baked into the graph stay its own for its lifetime.  The first solve runs the array
+    code once uncaptured on the capture stream (kernel compiles, the pool's blocks: no allocation
+    during the capture), then captures it."""
 
     def __init__(self, NX: int, NZ: int, dirm):
         self.shape = (NX, NZ)
@@ -131,17 +132,18 @@ class BatchedGraph:
         self.inputs = (cp.empty((NX, NZ, NZ)), cp.empty((NX, NZ)), cp.empty((NX, NZ)), cp.empty((NX, NZ)))
         self._pool = cp.cuda.MemoryPool()
         self._stream = cp.cuda.Stream(non_blocking=True)
+        self._blas = _cublas.Blas(self._stream)
         self._graph = None
         self._x = None
 
     def _capture(self):
         cp.cuda.get_current_stream().synchronize()  # the inputs were written on the caller's stream
         with cp.cuda.using_allocator(self._pool.malloc), self._stream:
-            _solve_batched(*self.inputs, self.dirm)  # warm-up: compiles, cuBLAS state, pool blocks
+            _solve_batched(self._blas, *self.inputs, self.dirm)  # warm-up: compiles, pool blocks
             self._stream.synchronize()
             self._stream.begin_capture()
             try:
-                x = _solve_batched(*self.inputs, self.dirm)
+                x = _solve_batched(self._blas, *self.inputs, self.dirm)
             finally:
                 graph = self._stream.end_capture()
         self._graph, self._x = graph, x
