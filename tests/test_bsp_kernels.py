@@ -196,10 +196,12 @@ def test_implementations_cupy_behind_a_stand_in(emulated_cuda, monkeypatch):
     assert impl["newton_norms"] == "solver.bsp.kernels.cuda.newton.newton_norms"
     big = kernels.implementations(model("mesh.NZ=129", "numerics.eigen=bisection"), be)
     assert big["solve_linsys"] == ("solver.bsp.kernels.cuda.newton.solve_linsys "
-                                   "[numerics.linsys=batched_cr, numerics.linsys_graph=true]")
+                                   "[numerics.linsys=batched_cr, numerics.linsys_graph=true, numerics.batched_blocks=lu]")
     assert big["construct_linsys"].endswith("[numerics.linsys=batched_cr]")
-    nograph = kernels.implementations(model("mesh.NZ=129", "numerics.linsys_graph=false"), be)
-    assert nograph["solve_linsys"].endswith("[numerics.linsys=batched_cr, numerics.linsys_graph=false]")
+    nograph = kernels.implementations(model("mesh.NZ=129", "numerics.linsys_graph=false",
+                                            "numerics.batched_blocks=gauss_jordan"), be)
+    assert nograph["solve_linsys"].endswith(
+        "[numerics.linsys=batched_cr, numerics.linsys_graph=false, numerics.batched_blocks=gauss_jordan]")
     assert big["eigen"].endswith("[numerics.eigen=bisection, numerics.ipim=a]")
     dense = kernels.implementations(model("mesh.NZ=129", "numerics.linsys=dense"), be)
     assert dense["construct_linsys"].endswith("[numerics.linsys=dense]")

@@ -157,6 +157,42 @@ def test_emulated_cuda_batched_graph(emulated_cuda, newton_cases, fake_graph_cap
     assert not np.array_equal(xs[0], xs[1])  # the second solve saw its own inputs: a copy out, not the buffer
 
 
+@pytest.mark.parametrize("n", [1, 5, 13, 40])
+def test_emulated_cuda_gj_inverse(emulated_cuda, n, rng):
+    """Kernel gj_inverse (batched_inverse.cu): the inverses of a stack, with a matrix that needs
+    row exchanges (zero leading diagonal) and a permutation matrix, against numpy."""
+    cn = emulated_cuda.newton
+    a = rng.standard_normal((3, n, n)) + 0.5 * np.eye(n)
+    if n > 1:
+        a[1, 0, 0] = 0.0  # the first pivot must come from another row
+    a[2] = np.eye(n)[rng.permutation(n)]
+    inv = cn.gj_inverse(a[:, :, :])
+    assert inv.shape == (3, n, n)
+    np.testing.assert_allclose(inv, np.linalg.inv(a), rtol=1e-10, atol=1e-11 * np.abs(np.linalg.inv(a)).max())
+    np.testing.assert_array_equal(inv[2], a[2].T)  # a permutation's inverse, exactly
+
+
+@pytest.mark.parametrize("graph", ["true", "false"])
+def test_emulated_cuda_batched_gauss_jordan(emulated_cuda, newton_cases, fake_graph_capture, graph, rng):
+    """numerics.batched_blocks = gauss_jordan: the batched solve with the block inverses of
+    gj_inverse equals SuperLU (also the indefinite F that needs pivoting); Dirichlet exact."""
+    cn = emulated_cuda.newton
+    for bc in ("neumann", "dirichlet"):
+        m = newton_cases.model("mesh.NX=13", "mesh.NZ=11", "numerics.linsys=batched_cr",
+                               "numerics.batched_blocks=gauss_jordan", f"numerics.linsys_graph={graph}")
+        sysm, F, rhs, bvals, A, b, x0 = newton_cases.problem(m, bc, rng)
+        Ab, bb = cn.construct_linsys(m, NP, sysm, F, rhs, bvals)
+        x = cn.solve_linsys(m, NP, sysm, Ab, bb)
+        assert np.abs(x - x0).max() <= 1e-12 * np.abs(x0).max(), bc
+        np.testing.assert_array_equal(x[sysm.dirichlet_flat], bvals[sysm.dirichlet_flat])
+    m, bs, sysm, F, rhs, bvals, x0, _, _ = newton_cases.indefinite(rng)
+    m = newton_cases.model(*[f"mesh.{k}={v}" for k, v in (("NX", m.NX), ("NZ", m.NZ))], "numerics.linsys=batched_cr",
+                           "numerics.batched_blocks=gauss_jordan", f"numerics.linsys_graph={graph}")
+    Ab, bb = cn.construct_linsys(m, NP, sysm, F, rhs, bvals)
+    x = cn.solve_linsys(m, NP, sysm, Ab, bb)
+    assert np.abs(x - x0).max() <= 1e-10 * np.abs(x0).max()
+
+
 def test_cublas_layout_reads_the_operands(emulated_cuda, rng):
     """_cublas._layout: the (op, ld, batch stride) given to cublasDgemmStridedBatched, applied to
     the raw buffer as cuBLAS reads it (column-major, element (i, j) at i + j ld), reproduce a @ b
@@ -227,17 +263,31 @@ def test_cuda_block_system_matches_sparse_lu(cupy_backend, newton_cases, mesh, b
 @pytest.mark.parametrize("mesh", [("mesh.NX=17", "mesh.NZ=33", "numerics.linsys=batched_cr"),
                                   ("mesh.NX=9", "mesh.NZ=129"), ("mesh.NX=9", "mesh.NZ=257")])
 @pytest.mark.parametrize("bc", ["neumann", "dirichlet"])
-def test_cuda_batched_block_solve_matches_sparse_lu(cupy_backend, newton_cases, mesh, bc, rng):
+@pytest.mark.parametrize("blocks", ["lu", "gauss_jordan"])
+def test_cuda_batched_block_solve_matches_sparse_lu(cupy_backend, newton_cases, mesh, bc, blocks, rng):
     """Variant batched_cr on the device (auto beyond NZ = 127; NZ = 257 is past cupy.linalg.solve's
-    batched limit: cupy.cublas.batched_gesv), through the poisson hooks."""
+    batched limit: cupy.cublas.batched_gesv; or the block inverses of gj_inverse), through the
+    poisson hooks."""
     xp = cupy_backend.xp
-    m = newton_cases.model(*mesh)
+    m = newton_cases.model(*mesh, f"numerics.batched_blocks={blocks}")
     sysm, F, rhs, bvals, A, b, x0 = newton_cases.problem(m, bc, rng)
     A2, b2 = poisson.construct_linsys(m, cupy_backend, sysm, xp.asarray(F), xp.asarray(rhs), bvals)
     x = cupy_backend.to_numpy(poisson.solve_linsys(m, cupy_backend, sysm, A2, b2))
     assert np.abs(x - x0).max() <= 1e-11 * np.abs(x0).max()
     d = sysm.dirichlet_flat
     np.testing.assert_array_equal(x[d], bvals[d])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n", [5, 65, 129, 257])
+def test_cuda_gj_inverse_matches_numpy(cupy_backend, n, rng):
+    """Kernel gj_inverse against numpy's inverse (a zero leading diagonal: row exchanges)."""
+    from solver.bsp.kernels.cuda import newton
+    a = rng.standard_normal((4, n, n)) + 2.0 * np.sqrt(n) * np.eye(n)
+    a[1, 0, 0] = 0.0
+    got = cupy_backend.to_numpy(newton.gj_inverse(cupy_backend.xp.asarray(a)))
+    want = np.linalg.inv(a)
+    np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12 * np.abs(want).max())
 
 
 @pytest.mark.gpu
@@ -276,15 +326,17 @@ def test_cuda_newton_glue_matches_reference(cupy_backend, newton_cases, mesh, rn
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("mesh", [("mesh.NX=17", "mesh.NZ=33"), ("mesh.NX=65", "mesh.NZ=65"), ("mesh.NX=9", "mesh.NZ=129")])
-def test_cuda_batched_graph_matches_array_code(cupy_backend, newton_cases, mesh, rng):
+@pytest.mark.parametrize("blocks", ["lu", "gauss_jordan"])
+def test_cuda_batched_graph_matches_array_code(cupy_backend, newton_cases, mesh, blocks, rng):
     """numerics.linsys_graph: the replayed CUDA graph of the batched solve against the uncaptured
     array code (to rounding: the GEMMs are cuBLAS calls of their own) and SuperLU, for systems of both
     boundary conditions solved in turn with new data each time; arrays allocated between the
     solves stay untouched (the graph's temporaries live in its private memory pool)."""
     from solver.bsp.kernels.cuda import newton
     xp = cupy_backend.xp
-    m = newton_cases.model(*mesh, "numerics.linsys=batched_cr")
-    off = newton_cases.model(*mesh, "numerics.linsys=batched_cr", "numerics.linsys_graph=false")
+    m = newton_cases.model(*mesh, "numerics.linsys=batched_cr", f"numerics.batched_blocks={blocks}")
+    off = newton_cases.model(*mesh, "numerics.linsys=batched_cr", "numerics.linsys_graph=false",
+                             f"numerics.batched_blocks={blocks}")
     guards = []
     for bc in ("dirichlet", "neumann", "dirichlet", "neumann"):
         sysm, F, rhs, bvals, A, b, x0 = newton_cases.problem(m, bc, rng)

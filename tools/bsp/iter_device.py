@@ -7,7 +7,8 @@ Parts (each caught: a failure is printed and recorded, the next part runs):
   linsys  numerics.linsys variants per Newton solve (construct_linsys + solve_linsys of the cupy
           table, random SPD Frechet blocks, Dirichlet x-boundaries) at NX x NZ = 65x65, 65x129,
           129x129, 33x257: block_cr where NZ <= 127, batched_cr everywhere (replayed from its CUDA
-          graph, and "nograph": numerics.linsys_graph = false), dense (the baseline) where block_cr
+          graph, "nograph": numerics.linsys_graph = false, "gj": numerics.batched_blocks =
+          gauss_jordan), dense (the baseline) where block_cr
           cannot run.  Accuracy against SuperLU, Dirichlet entries exact, two solves bitwise equal,
           graph bitwise equal to no graph, and the median time per solve (CUDA events; host_ms: the
           host's wall time of the call);
@@ -19,7 +20,7 @@ Parts (each caught: a failure is printed and recorded, the next part runs):
           default runs bitwise equal;
   phases  ITER and its sub-phases per step (the run's timers) and the host wall time per step, 8
           steps after 3, on 6x65x65x300x48 and 6x65x129x300x48, per linsys configuration (auto,
-          block_cr, batched_cr with and without its graph);
+          block_cr, batched_cr with and without its graph, with gauss_jordan blocks);
   bench   ``python -m solver bsp bench`` (solver.bsp.bench) for cupy on 6x33x33x150x24,
           6x65x65x300x48, 6x65x129x300x48, 6x33x257x150x24 (10 steps after 3 warm-up), with the
           default config and with numerics.eigen = bisection: DIR/bench_auto/, DIR/bench_bisection/.
@@ -133,11 +134,12 @@ def part_linsys(env, rng):
             variants = ["batched_cr"]
             row("linsys", mesh, "superlu", "ms", env.time_ms(lambda: poisson.solve_linsys(m, NP, sysm, A0, b0)))
         else:
-            variants = (["block_cr"] if NZ <= 127 else ["dense"]) + ["batched_cr", "batched_cr nograph"]
+            variants = (["block_cr"] if NZ <= 127 else ["dense"]) + ["batched_cr", "batched_cr nograph", "batched_cr gj"]
         xs = {}
         for v in variants:
             try:
-                mv = model(NX, NZ, f"numerics.linsys={v.split()[0]}", *(["numerics.linsys_graph=false"] if "nograph" in v else []))
+                mv = model(NX, NZ, f"numerics.linsys={v.split()[0]}", *(["numerics.linsys_graph=false"] if "nograph" in v else []),
+                           *(["numerics.batched_blocks=gauss_jordan"] if v.endswith(" gj") else []))
                 table = kernels.REGISTRY.table(env.backend.name)
                 cons = table.get("construct_linsys", blocktri_batched.construct_linsys)
                 solve = table.get("solve_linsys", blocktri_batched.solve_linsys)
@@ -239,7 +241,8 @@ def part_runs(env, rng):
 # ---------------------------------------------------------------------- ITER phases per step
 PHASE_MESHES = ("6x65x65x300x48", "6x65x129x300x48")
 PHASE_CONFIGS = {"auto": [], "block_cr": ["numerics.linsys=block_cr"], "batched_cr": ["numerics.linsys=batched_cr"],
-                 "batched_cr nograph": ["numerics.linsys=batched_cr", "numerics.linsys_graph=false"]}
+                 "batched_cr nograph": ["numerics.linsys=batched_cr", "numerics.linsys_graph=false"],
+                 "batched_cr gj": ["numerics.linsys=batched_cr", "numerics.batched_blocks=gauss_jordan"]}
 
 
 def part_phases(env, steps=8, warm=3):

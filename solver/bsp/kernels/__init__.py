@@ -16,7 +16,8 @@ A fast path has the name of the reference function it replaces, takes exactly it
 returns the same result (to rounding).  Only a missing CuPy or numba means "no fast path"; any
 other import error fails loudly.  ``numerics.kernels``: ``auto`` (default) = the fast path where
 one exists, ``array`` = the array reference everywhere (the test oracle).  Variants are schema
-keys (``numerics.linsys``, ``numerics.linsys_graph``, ``numerics.eigen``, ``numerics.ipim``, ``numerics.bte_kernels``: they
+keys (``numerics.linsys``, ``numerics.linsys_graph``, ``numerics.batched_blocks``, ``numerics.eigen``,
+``numerics.ipim``, ``numerics.bte_kernels``: they
 choose among the CUDA kernels); ``implementations`` says, per phase, which function and variant run
 (written into run.json).  ``RK`` (the stage update fused with the loss product, the sum of the terms
 and DENS) exists in the cupy table (agrees with the reference to 1e-12) and the numba table
@@ -119,6 +120,11 @@ def linsys_graph(model) -> bool:
     return bool(model.cfg.get("numerics", {}).get("linsys_graph", True))
 
 
+def batched_blocks(model) -> str:
+    """numerics.batched_blocks: how the cupy batched_cr solve solves its blocks (lu | gauss_jordan)."""
+    return _numerics(model, "batched_blocks", "lu")
+
+
 def eigen_variant(model) -> str:
     """The eigenvalue kernel of the GPU eigen phase (numerics.eigen; auto = newton)."""
     v = _numerics(model, "eigen", "auto")
@@ -145,7 +151,8 @@ def _variant(model, backend, name: str) -> str | None:
     if name in ("construct_linsys", "solve_linsys"):
         v = linsys_variant(model)
         if v == "batched_cr" and name == "solve_linsys":
-            return f"numerics.linsys={v}, numerics.linsys_graph={str(linsys_graph(model)).lower()}"
+            return (f"numerics.linsys={v}, numerics.linsys_graph={str(linsys_graph(model)).lower()}, "
+                    f"numerics.batched_blocks={batched_blocks(model)}")
         return f"numerics.linsys={v}"
     if name == "eigen":
         return f"numerics.eigen={eigen_variant(model)}, numerics.ipim={ipim_variant(model)}"

@@ -32,11 +32,13 @@ import cupy as cp
 from cupy import cublas
 
 from solver.bsp import blocktri, blocktri_batched
-from solver.bsp.kernels import f64, linsys_graph, linsys_variant
+from solver.bsp.kernels import batched_blocks, f64, linsys_graph, linsys_variant
 from solver.bsp.kernels.cuda import _build, _cublas, dense
 
 MAX_NZ = blocktri.MAX_NZ  # the solve kernels' pivot key holds the row in 7 bits
 CR_NWARPS = 32  # warps per cr_eliminate block (capped at NZ)
+GJ_NWARPS = 32  # warps per gj_inverse block (capped at n)
+GJ_MAX_N = 511  # gj_inverse's pivot key holds the row in 9 bits
 OPTIONS = ("-std=c++14",)
 BLOCK = 256
 
@@ -86,6 +88,30 @@ def solve_linsys(model, backend, sysm, A, b):
     return solve_linsys_cr(model, backend, sysm, A, b)
 
 
+def gj_inverse(a):
+    """inv (m, n, n), C-contiguous, of a stack a (m, n, n): kernel gj_inverse (batched_inverse.cu),
+    one thread block of min(GJ_NWARPS, n) warps per matrix (n <= GJ_MAX_N)."""
+    m, n, _ = a.shape
+    if n > GJ_MAX_N:
+        raise ValueError(f"gj_inverse: n <= {GJ_MAX_N} (the pivot key holds the row in 9 bits), not {n}")
+    a = cp.ascontiguousarray(a, dtype=cp.float64)
+    nw = max(1, min(GJ_NWARPS, n))
+    out = cp.empty((m, n, n))
+    if m:
+        _build.function("batched_inverse.cu", "gj_inverse", OPTIONS, {"N": n, "NWARPS": nw})((m,), (nw * 32,), (a, out))
+    return out
+
+
+def _block_solver(model, blas=None):
+    """(gesv, matmul) of the batched solve: numerics.batched_blocks lu = cuBLAS getrf/getrsBatched
+    (CuPy's batched_gesv, or _cublas.Blas inside a graph), gauss_jordan = gj_inverse then one
+    GEMM; the products by CuPy's matmul, or Blas.matmul inside a graph."""
+    matmul = cp.matmul if blas is None else blas.matmul
+    if batched_blocks(model) == "gauss_jordan":
+        return (lambda a, rhs: matmul(gj_inverse(a), rhs)), matmul
+    return (cublas.batched_gesv if blas is None else blas.gesv), matmul
+
+
 def solve_linsys_batched(model, backend, sysm, A, b):
     """x (NX NZ,) by blocktri_batched.solve_cr_batched on the device, the batched LU solves by
     cuBLAS getrfBatched / getrsBatched (``cupy.cublas.batched_gesv``, also beyond cupy.linalg.solve's
@@ -94,22 +120,25 @@ def solve_linsys_batched(model, backend, sysm, A, b):
     launches of the array code each time."""
     D, lo, up = A
     if not linsys_graph(model):
+        gesv, matmul = _block_solver(model)
         dirm = _static(model, sysm)[3]
-        return blocktri_batched.solve_cr_batched(cp, D, lo, up, b, dirm, gesv=cublas.batched_gesv).ravel()
+        return blocktri_batched.solve_cr_batched(cp, D, lo, up, b, dirm, gesv=gesv, matmul=matmul).ravel()
     return _batched_graph(model, sysm).solve(D, lo, up, b)
 
 
 def _batched_graph(model, sysm):
-    """The BatchedGraph of this Newton system, cached on the model (rebuilt for a new system)."""
-    key = ("cuda.newton", "batched_graph", sysm.x_bc)
+    """The BatchedGraph of this Newton system and numerics.batched_blocks, cached on the model
+    (rebuilt for a new system)."""
+    key = ("cuda.newton", "batched_graph", sysm.x_bc, batched_blocks(model))
     cache = model.device_cache
     if key not in cache or cache[key][0] is not sysm:
-        cache[key] = (sysm, BatchedGraph(sysm.NX, sysm.NZ, _static(model, sysm)[3]))
+        cache[key] = (sysm, BatchedGraph(model, sysm.NX, sysm.NZ, _static(model, sysm)[3]))
     return cache[key][1]
 
 
-def _solve_batched(blas, D, lo, up, b, dirm):
-    return blocktri_batched.solve_cr_batched(cp, D, lo, up, b, dirm, gesv=blas.gesv, matmul=blas.matmul)
+def _solve_batched(solver, D, lo, up, b, dirm):
+    gesv, matmul = solver
+    return blocktri_batched.solve_cr_batched(cp, D, lo, up, b, dirm, gesv=gesv, matmul=matmul)
 
 
 class BatchedGraph:
@@ -126,24 +155,24 @@ class BatchedGraph:
     code once uncaptured on the capture stream (kernel compiles, the pool's blocks: no allocation
     during the capture), then captures it."""
 
-    def __init__(self, NX: int, NZ: int, dirm):
+    def __init__(self, model, NX: int, NZ: int, dirm):
         self.shape = (NX, NZ)
         self.dirm = dirm  # held: the graph reads it by address
         self.inputs = (cp.empty((NX, NZ, NZ)), cp.empty((NX, NZ)), cp.empty((NX, NZ)), cp.empty((NX, NZ)))
         self._pool = cp.cuda.MemoryPool()
         self._stream = cp.cuda.Stream(non_blocking=True)
-        self._blas = _cublas.Blas(self._stream)
+        self._solver = _block_solver(model, _cublas.Blas(self._stream))
         self._graph = None
         self._x = None
 
     def _capture(self):
         cp.cuda.get_current_stream().synchronize()  # the inputs were written on the caller's stream
         with cp.cuda.using_allocator(self._pool.malloc), self._stream:
-            _solve_batched(self._blas, *self.inputs, self.dirm)  # warm-up: compiles, pool blocks
+            _solve_batched(self._solver, *self.inputs, self.dirm)  # warm-up: compiles, pool blocks
             self._stream.synchronize()
             self._stream.begin_capture()
             try:
-                x = _solve_batched(self._blas, *self.inputs, self.dirm)
+                x = _solve_batched(self._solver, *self.inputs, self.dirm)
             finally:
                 graph = self._stream.end_capture()
         self._graph, self._x = graph, x
