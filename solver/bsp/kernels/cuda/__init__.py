@@ -12,6 +12,8 @@ phases stay on the array reference).
     frechet.py     + frechet.cu            Frechet
     newton.py      + newton.cu,            construct_linsys, solve_linsys (variant numerics.linsys),
                      cyclic_reduction.cu   newton_rhs, newton_norms
+                     batched_inverse.cu    (batched_cr: numerics.linsys_graph, numerics.batched_blocks)
+    _cublas.py     (cuBLAS via ctypes)     batched LU solve and GEMM inside newton.BatchedGraph's capture
     dense.py       (cuSOLVER)              the dense Newton system (numerics.linsys: dense, the baseline)
     (solver/bsp/blocktri_batched.py: the batched block solve of numerics.linsys: batched_cr, array code)
 """

@@ -20,7 +20,10 @@ MAX_NZ), ``batched_cr`` (the same block form from construct_kernel, solved by
 blocktri_batched.solve_cr_batched: block cyclic reduction over cuBLAS batched LU
 (``cupy.cublas.batched_gesv``) and strided-batched GEMM, any NZ), ``dense`` (dense.py: cuSOLVER LU
 of the dense matrix; kept as the baseline of the benchmarks), ``auto`` (default) = block_cr where
-NZ <= MAX_NZ, batched_cr otherwise.
+NZ <= MAX_NZ, batched_cr otherwise.  batched_cr's own keys: ``numerics.linsys_graph`` (default
+true: the solve replayed from one CUDA graph per Newton system, ``BatchedGraph``, cuBLAS through
+_cublas.py) and ``numerics.batched_blocks`` (lu = cuBLAS getrf/getrsBatched, gauss_jordan = the
+block inverses of batched_inverse.cu's gj_inverse times the right-hand sides by one GEMM).
 """
 from __future__ import annotations
 
