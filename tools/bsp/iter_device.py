@@ -25,7 +25,8 @@ Parts (each caught: a failure is printed and recorded, the next part runs):
           6x65x65x300x48, 6x65x129x300x48, 6x33x257x150x24 (10 steps after 3 warm-up), with the
           default config and with numerics.eigen = bisection: DIR/bench_auto/, DIR/bench_bisection/.
           On --cpu: numpy, 6x9x13x16x8, 2 steps after 1, default vs numerics.linsys = batched_cr.
-``--parts`` picks parts (default all).  Writes DIR/iter_device.csv (part, mesh, impl, quantity, value, note) and prints a short table last.
+``--parts`` picks parts (default all).  Writes DIR/iter_device.csv (part, mesh, impl, quantity, value,
+note) and prints a short table last.
 """
 from __future__ import annotations
 
@@ -138,8 +139,9 @@ def part_linsys(env, rng):
         xs = {}
         for v in variants:
             try:
-                mv = model(NX, NZ, f"numerics.linsys={v.split()[0]}", *(["numerics.linsys_graph=false"] if "nograph" in v else []),
-                           *(["numerics.batched_blocks=gauss_jordan"] if v.endswith(" gj") else []))
+                extra = ((["numerics.linsys_graph=false"] if "nograph" in v else [])
+                         + (["numerics.batched_blocks=gauss_jordan"] if v.endswith(" gj") else []))
+                mv = model(NX, NZ, f"numerics.linsys={v.split()[0]}", *extra)
                 table = kernels.REGISTRY.table(env.backend.name)
                 cons = table.get("construct_linsys", blocktri_batched.construct_linsys)
                 solve = table.get("solve_linsys", blocktri_batched.solve_linsys)
@@ -311,7 +313,8 @@ def main(argv=None):
     rng = np.random.default_rng(2026)
     Path(args.out).mkdir(parents=True, exist_ok=True)
     for name, fn in (("linsys", lambda: part_linsys(env, rng)), ("eigen", lambda: part_eigen(env, rng)),
-                     ("runs", lambda: part_runs(env, rng)), ("phases", lambda: part_phases(env)), ("bench", lambda: part_bench(env, args.out, args.bench_timeout))):
+                     ("runs", lambda: part_runs(env, rng)), ("phases", lambda: part_phases(env)),
+                     ("bench", lambda: part_bench(env, args.out, args.bench_timeout))):
         if name in parts:
             run_part(name, fn)
     out = Path(args.out) / "iter_device.csv"
