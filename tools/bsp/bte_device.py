@@ -21,7 +21,7 @@ variant "fused": WENO_x, scattering and RK_wphi, what bte.advance runs with the 
 stand-in cupy of tests/conftest.py (timings meaningless; checks that the script and the kernels run).
 
 usage (repository root):  python tools/bsp/bte_device.py --out OUT [--cpu] [--reps 20] [--no-fine] [--no-tests]
-                          [--no-bench]
+                          [--no-bench] [--sweep]
 """
 from __future__ import annotations
 
@@ -66,15 +66,15 @@ class Device:
             emu = _import_with(fake_cupy(Path(tempfile.mkdtemp(prefix="bte_device_"))), ("weno", "rk", "scattering"))
             table = {p: emu.TABLE[p] for p in ("WENO_x", "WENO_w", "WENO_phi", "scat_gain", "scat_loss", "RK",
                                                "RK_wphi")}
-            self.weno = emu.weno
+            self.weno, self.rk = emu.weno, emu.rk
             kernels.REGISTRY = Registry("bsp", {"numpy": lambda: table})
             self.be = get_backend("numpy")
             self.xp = np
         else:
-            from solver.bsp.kernels.cuda import weno as cweno
+            from solver.bsp.kernels.cuda import rk as crk, weno as cweno
             self.be = get_backend("cupy")
             self.xp = self.be.xp
-            self.weno = cweno
+            self.weno, self.rk = cweno, crk
 
     def time(self, fn, reps):
         """(median, min) seconds."""
@@ -181,6 +181,42 @@ def kernel_rows(dev, mesh, reps, ceiling, log):
     return rows
 
 
+def sweep_rows(dev, mesh, reps, log):
+    """Launch shapes of the fast path on one mesh (median / min ms of ``reps`` calls): the fused
+    kernel (stage 1) with (threads per block, shared memory budget -> energy rows per block) and
+    WENO_x with the thread target of its line segments."""
+    crk, be = dev.rk, dev.be
+    m = Model(load(None, mesh_overrides(mesh) + ["numerics.kernels=auto", "numerics.bte_kernels=fast"]))
+    d = profile.stage(m, be)
+    Phi0 = d["Phi"] * 1.01
+    dt = 0.5 * m.dt_max(d["A_eps"])
+    G = scattering.scat_gain(m, be, d["PhiHat"], d["eps"], d["W"])
+    Lc = scattering.scat_loss(m, be, d["eps"], d["W"])
+    tx = weno.weno_x(m, be, d["Phi"], d["rho_eq"][0], d["rho_eq"][-1], d["rho"][0], d["rho"][-1])
+    rows = []
+    saved = crk.BLOCK, crk.SHARED, dev.weno.TARGET_THREADS
+    try:
+        for block, shared in ((256, 48 * 1024), (512, 48 * 1024), (128, 48 * 1024), (256, 32 * 1024),
+                              (256, 24 * 1024), (128, 16 * 1024)):
+            crk.BLOCK, crk.SHARED = block, shared
+            t, tmin = dev.time(lambda: crk.stage_update(m, be, 1, Phi0, d["Phi"], G, Lc, tx, d["deps"], d["A_eps"],
+                                                        dt), reps)
+            rows.append({"mesh": mesh, "kernel": "RK_wphi stage 1", "block": block, "shared_KB": shared // 1024,
+                         "rows": crk.rows_per_block(m.NW, m.NPHI), "ms": 1e3 * t, "ms_min": 1e3 * tmin})
+        crk.BLOCK, crk.SHARED = saved[0], saved[1]
+        for target in (1 << 17, 1 << 18, 1 << 19, 1 << 20):
+            dev.weno.TARGET_THREADS = target
+            t, tmin = dev.time(lambda: weno.weno_x(m, be, d["Phi"], d["rho_eq"][0], d["rho_eq"][-1], d["rho"][0],
+                                                   d["rho"][-1]), reps)
+            rows.append({"mesh": mesh, "kernel": "WENO_x", "target_threads": target, "ms": 1e3 * t,
+                         "ms_min": 1e3 * tmin})
+    finally:
+        crk.BLOCK, crk.SHARED, dev.weno.TARGET_THREADS = saved
+    for r in rows:
+        print(f"  sweep {r}", file=log, flush=True)
+    return rows
+
+
 def bench(variant, mesh, out, cpu, log):
     backend = "numpy" if cpu else "cupy"
     steps, warm = (2, 1) if cpu else (10, 3)
@@ -229,6 +265,7 @@ def main(argv=None) -> int:
     ap.add_argument("--no-fine", action="store_true", help="skip the fine mesh 6x129x129x600x96")
     ap.add_argument("--no-tests", action="store_true", help="skip the gpu tests")
     ap.add_argument("--no-bench", action="store_true", help="skip the whole-step bench, exact vs fast")
+    ap.add_argument("--sweep", action="store_true", help="also time launch shapes (sweep.csv; standard and fine mesh)")
     a = ap.parse_args(argv)
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -258,6 +295,12 @@ def main(argv=None) -> int:
         io.write_csv(pd.DataFrame(rows), out / "kernels.csv", float_format="%.6g")
         if not a.cpu:
             dev.xp.get_default_memory_pool().free_all_blocks()
+    if a.sweep:
+        print(f"== launch shapes ({time.perf_counter() - t0:.0f} s)", file=log, flush=True)
+        sw = []
+        for mesh in ([SMALL] if a.cpu else [STANDARD] + ([] if a.no_fine else [FINE])):
+            sw += sweep_rows(dev, mesh, 3 if a.cpu else max(a.reps, 20), log)
+        io.write_csv(pd.DataFrame(sw), out / "sweep.csv", float_format="%.6g")
     df = pd.DataFrame(rows)
     steps = per_step(df)
     io.write_csv(steps, out / "kernels_per_step.csv", float_format="%.6g")
