@@ -142,12 +142,13 @@ def test_emulated_stage_update_matches_reference(emulated_cuda, bte_cases, rng, 
 
 
 def test_rows_per_block(emulated_cuda):
-    """Energy rows of bsp_wphi_rk: the most that fit 48 KB of shared memory, spread evenly over the
-    chunks of a plane; 0 (the separate kernels) where not one row fits."""
+    """Energy rows of bsp_wphi_rk: the most that fit SHARED (32 KB) of shared memory, spread evenly
+    over the chunks of a plane; 0 (the separate kernels) where not one row fits."""
     rows = emulated_cuda.rk.rows_per_block
-    assert rows(300, 48) == 24  # at most 24 rows: 13 chunks
-    assert rows(600, 96) == 11  # at most 11: 55 chunks of 11
-    assert rows(150, 24) == 38  # at most 49: 4 chunks
+    assert emulated_cuda.rk.SHARED == 32 * 1024
+    assert rows(300, 48) == 15  # at most 15 rows: 20 chunks
+    assert rows(600, 96) == 7  # at most 7: 86 chunks of 7 (the last 5)
+    assert rows(150, 24) == 30  # at most 32: 5 chunks
     assert rows(10, 48) == 10
     assert rows(300, 2000) == 0
 

@@ -29,7 +29,9 @@ OPTIONS = ("--fmad=false",)  # the FMAs are written out (fma()): the host build 
 BLOCK = 256
 TILE = 1536  # values per block: LINES = TILE // NPHI whole phi lines (12 KB of shared memory)
 RHO_BLOCK = 128
-SHARED = 48 * 1024  # static shared memory of one block of bsp_wphi_rk
+# shared memory budget of one block of bsp_wphi_rk (sets its rows per block): 32 KB ran 6-7 % faster
+# than 48 KB (more blocks per SM) on the H200, standard and fine mesh (docs/performance-bte-kernels.md §7)
+SHARED = 32 * 1024
 
 
 def rk_update(model, backend, s, Phi0, Phi, G, Lc, terms, dt):

@@ -336,7 +336,8 @@ __global__ void bsp_weno_dphi_tile(const double* Phi, const double* a3f, const d
    (H = G - Lc Phi - (x + w + phi terms), the terms formed exactly as bsp_weno_dw and
    bsp_weno_dphi_tile form them, so the result equals the unfused path bit for bit) and
    PhiHat = dphi sum_m Phi^{s+1} in the order m = 0 .. NPHI-1 (rows padded to an odd length).
-   Shared memory: 8 (LROWS (NPHI_|1) + (LROWS + 6) NPHI_ + 3 LROWS NPHI_ + NPHI_) B <= 48 KB. */
+   Shared memory: 8 (LROWS (NPHI_|1) + (LROWS + 6) NPHI_ + 3 LROWS NPHI_ + NPHI_) B: at most rk.SHARED
+   (LROWS from rk.rows_per_block), under the 48 KB of static shared memory. */
 #define ROWP (NPHI_ | 1)
 __global__ void bsp_wphi_rk(const double* Phi, const double* Phi0, const double* G, const double* Lc,
                             const double* tx, const double* a1, const double* a3f, const double* deps,
