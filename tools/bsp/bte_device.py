@@ -5,7 +5,7 @@
 2. the device-to-device copy ceiling (cupy.copyto of 1 GiB, median of 10): ceiling.csv;
 3. per kernel and variant on the synthetic stage of the coarse mesh 6x33x33x150x24, the standard
    mesh 6x65x65x300x48 and (unless ``--no-fine``) the fine mesh 6x129x129x600x96: median and
-   minimum of ``--reps`` (>= 20) calls between CUDA events after 3 warm-up calls, the fewest bytes
+   minimum of ``--reps`` (>= 20; coarse >= 100) calls between CUDA events after 3 warm-up calls, the fewest bytes
    of the call, GB/s and share of the copy ceiling, and max |fast - exact| / max |exact| of its
    outputs: kernels.csv.  Kernels: WENO_x, WENO_w, WENO_phi, scat_gain, scat_loss (the same code in
    both variants), RK (fast: the RK kernel; exact: the array code it replaces -- the loss product,
@@ -183,9 +183,10 @@ def kernel_rows(dev, mesh, reps, ceiling, log):
 
 def sweep_rows(dev, mesh, reps, log):
     """Launch shapes of the fast path on one mesh (median / min ms of ``reps`` calls): the fused
-    kernel (stage 1) with (threads per block, shared memory budget -> energy rows per block) and
-    WENO_x with the thread target of its line segments."""
-    crk, be = dev.rk, dev.be
+    kernel (stage 1) with (threads per block, shared memory budget -> energy rows per block, NVRTC
+    register cap) and WENO_x with a register cap; registers and local (spill) bytes per thread as
+    the compiled kernel reports them."""
+    crk, cw, be = dev.rk, dev.weno, dev.be
     m = Model(load(None, mesh_overrides(mesh) + ["numerics.kernels=auto", "numerics.bte_kernels=fast"]))
     d = profile.stage(m, be)
     Phi0 = d["Phi"] * 1.01
@@ -194,24 +195,37 @@ def sweep_rows(dev, mesh, reps, log):
     Lc = scattering.scat_loss(m, be, d["eps"], d["W"])
     tx = weno.weno_x(m, be, d["Phi"], d["rho_eq"][0], d["rho_eq"][-1], d["rho"][0], d["rho"][-1])
     rows = []
-    saved = crk.BLOCK, crk.SHARED, dev.weno.TARGET_THREADS
+    saved = crk.BLOCK, crk.SHARED, cw.OPTIONS
+
+    def regs(source, kernel, defines):
+        try:
+            fn = crk._build.function(source, kernel, cw.OPTIONS, defines)
+            return fn.num_regs, fn.local_size_bytes
+        except AttributeError:  # the host build of --cpu
+            return None, None
+
     try:
-        for block, shared in ((256, 48 * 1024), (512, 48 * 1024), (128, 48 * 1024), (256, 32 * 1024),
-                              (256, 24 * 1024), (128, 16 * 1024)):
-            crk.BLOCK, crk.SHARED = block, shared
+        for block, shared, cap in ((256, 32, None), (256, 48, None), (256, 32, 64), (256, 32, 72), (256, 32, 80),
+                                   (256, 32, 96), (512, 32, 64), (128, 16, 64)):
+            crk.BLOCK, crk.SHARED = block, shared * 1024
+            cw.OPTIONS = saved[2] + ((f"--maxrregcount={cap}",) if cap else ())
             t, tmin = dev.time(lambda: crk.stage_update(m, be, 1, Phi0, d["Phi"], G, Lc, tx, d["deps"], d["A_eps"],
                                                         dt), reps)
-            rows.append({"mesh": mesh, "kernel": "RK_wphi stage 1", "block": block, "shared_KB": shared // 1024,
-                         "rows": crk.rows_per_block(m.NW, m.NPHI), "ms": 1e3 * t, "ms_min": 1e3 * tmin})
+            nrows = crk.rows_per_block(m.NW, m.NPHI)
+            r, local = regs(cw.SOURCE, "bsp_wphi_rk", {"BSP_WENO_FAST": 1, "NPHI_": m.NPHI, "LROWS": nrows})
+            rows.append({"mesh": mesh, "kernel": "RK_wphi stage 1", "block": block, "shared_KB": shared,
+                         "rows": nrows, "maxrregcount": cap, "regs": r, "local_B": local, "ms": 1e3 * t,
+                         "ms_min": 1e3 * tmin})
         crk.BLOCK, crk.SHARED = saved[0], saved[1]
-        for target in (1 << 17, 1 << 18, 1 << 19, 1 << 20):
-            dev.weno.TARGET_THREADS = target
+        for cap in (None, 64, 80):
+            cw.OPTIONS = saved[2] + ((f"--maxrregcount={cap}",) if cap else ())
             t, tmin = dev.time(lambda: weno.weno_x(m, be, d["Phi"], d["rho_eq"][0], d["rho_eq"][-1], d["rho"][0],
                                                    d["rho"][-1]), reps)
-            rows.append({"mesh": mesh, "kernel": "WENO_x", "target_threads": target, "ms": 1e3 * t,
-                         "ms_min": 1e3 * tmin})
+            r, local = regs(cw.SOURCE, "bsp_weno_dx", {"BSP_WENO_FAST": 1})
+            rows.append({"mesh": mesh, "kernel": "WENO_x", "block": cw.BLOCK, "maxrregcount": cap, "regs": r,
+                         "local_B": local, "ms": 1e3 * t, "ms_min": 1e3 * tmin})
     finally:
-        crk.BLOCK, crk.SHARED, dev.weno.TARGET_THREADS = saved
+        crk.BLOCK, crk.SHARED, cw.OPTIONS = saved
     for r in rows:
         print(f"  sweep {r}", file=log, flush=True)
     return rows
@@ -291,7 +305,8 @@ def main(argv=None) -> int:
     rows = []
     for mesh in meshes:
         print(f"== kernels, {mesh} ({time.perf_counter() - t0:.0f} s)", file=log, flush=True)
-        rows += kernel_rows(dev, mesh, max(a.reps, 20) if not a.cpu else 3, ceiling, log)
+        reps = 3 if a.cpu else (max(a.reps, 100) if mesh == COARSE else max(a.reps, 20))  # coarse: launch noise
+        rows += kernel_rows(dev, mesh, reps, ceiling, log)
         io.write_csv(pd.DataFrame(rows), out / "kernels.csv", float_format="%.6g")
         if not a.cpu:
             dev.xp.get_default_memory_pool().free_all_blocks()
