@@ -28,8 +28,8 @@ def rel(a, b):
 
 
 def test_phases_are_the_papers_names():
-    assert kernels.PHASES == ("WENO_x", "WENO_w", "WENO_phi", "scat_gain", "scat_loss", "RK", "eigen", "Frechet",
-                              "construct_linsys", "solve_linsys", "newton_rhs", "newton_norms")
+    assert kernels.PHASES == ("WENO_x", "WENO_w", "WENO_phi", "scat_gain", "scat_loss", "RK", "RK_wphi", "eigen",
+                              "Frechet", "construct_linsys", "solve_linsys", "newton_rhs", "newton_norms")
     with pytest.raises(KeyError, match="no BSP phase 'gain'"):
         kernels.lookup(model(), NP_BE, "gain")
 
@@ -178,6 +178,7 @@ def test_implementations_numba():
         assert impl[p].startswith("solver.bsp.kernels.numba."), impl[p]
     assert impl["eigen"] == "solver.bsp.kernels.numba.iter.eigen"  # no variant key on the CPU
     assert impl["RK"] == "solver.bsp.kernels.numba.rk.rk_update [numerics.bte_kernels=fast]"  # fused + DENS
+    assert impl["RK_wphi"] == "solver.bsp.bte.stage_update"  # no fused w + phi + RK kernel on numba
     assert kernels.implementations(model("numerics.kernels=array"), be) == kernels.REFERENCE
 
 
@@ -188,6 +189,7 @@ def test_implementations_cupy_behind_a_stand_in(emulated_cuda, monkeypatch):
     assert list(impl) == list(kernels.PHASES)
     assert impl["WENO_x"] == "solver.bsp.kernels.cuda.weno.weno_x [numerics.bte_kernels=fast]"
     assert impl["RK"] == "solver.bsp.kernels.cuda.rk.rk_update [numerics.bte_kernels=fast]"
+    assert impl["RK_wphi"] == "solver.bsp.kernels.cuda.rk.stage_update [numerics.bte_kernels=fast]"
     assert impl["scat_gain"] == "solver.bsp.kernels.cuda.scattering.scat_gain"
     assert impl["eigen"] == "solver.bsp.kernels.cuda.eigen.eigen [numerics.eigen=newton, numerics.ipim=b]"
     assert impl["solve_linsys"] == "solver.bsp.kernels.cuda.newton.solve_linsys [numerics.linsys=block_cr]"
@@ -208,6 +210,7 @@ def test_implementations_cupy_behind_a_stand_in(emulated_cuda, monkeypatch):
     exact = kernels.implementations(model("numerics.bte_kernels=exact"), be)
     assert exact["WENO_phi"] == "solver.bsp.kernels.cuda.weno.weno_phi [numerics.bte_kernels=exact]"
     assert exact["RK"] == "solver.bsp.bte.rk3_combine"  # no RK fast path: rhs + rk3_combine, DENS as array code
+    assert exact["RK_wphi"] == "solver.bsp.bte.stage_update"
 
 
 def test_rk_fast_path_only_with_fast_bte_kernels(emulated_cuda, monkeypatch):
@@ -215,6 +218,8 @@ def test_rk_fast_path_only_with_fast_bte_kernels(emulated_cuda, monkeypatch):
     be = type("B", (), {"name": "cupy"})()
     assert kernels.lookup(model(), be, "RK") is emulated_cuda.rk.rk_update
     assert kernels.lookup(model("numerics.bte_kernels=exact"), be, "RK") is None
+    assert kernels.lookup(model(), be, "RK_wphi") is emulated_cuda.rk.stage_update
+    assert kernels.lookup(model("numerics.bte_kernels=exact"), be, "RK_wphi") is None
     assert kernels.lookup(model("numerics.bte_kernels=exact"), be, "WENO_x") is emulated_cuda.weno.weno_x
     assert kernels.lookup(model("numerics.kernels=array"), be, "RK") is None
 
@@ -241,7 +246,7 @@ def test_emulated_run_fast_vs_array(emulated_cuda, monkeypatch, variant, tol):
     RK included) against the NumPy array path; numerics.bte_kernels exact and fast."""
     from solver.bsp.simulation import Simulation
 
-    table = {p: emulated_cuda.TABLE[p] for p in BTE_PHASES + ("RK",)}
+    table = {p: emulated_cuda.TABLE[p] for p in BTE_PHASES + ("RK",)}  # RK_wphi: test_bsp_kernels_cuda_rk
     monkeypatch.setattr(kernels, "REGISTRY", Registry("bsp", {"numpy": lambda: table}))
     states = {}
     for mode in ("array", "auto"):
@@ -324,6 +329,7 @@ def test_cuda_table_is_the_block_versions(cupy_backend):
     from solver.bsp.kernels.cuda import eigen, frechet, newton, rk, scattering, weno as cweno
     m = model("mesh.NX=13", "mesh.NZ=11")
     assert kernels.lookup(m, cupy_backend, "RK") is rk.rk_update
+    assert kernels.lookup(m, cupy_backend, "RK_wphi") is rk.stage_update
     for name in ("construct_linsys", "solve_linsys", "newton_rhs", "newton_norms"):
         assert kernels.lookup(m, cupy_backend, name) is getattr(newton, name)
     assert kernels.lookup(m, cupy_backend, "Frechet") is frechet.frechet

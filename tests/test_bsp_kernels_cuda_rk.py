@@ -4,9 +4,11 @@
 
 CPU tests: rk.cu compiled with g++ behind a stand-in ``cupy`` (conftest ``emulated_cuda``): Phi^{s+1},
 rho and PhiHat within 1e-12 relative (max |diff| / max |ref|) of the NumPy reference for the three
-stages, with and without scattering, NPHI = 4, 6, 8, 48 (full and partial tiles).  GPU tests (marked
-``gpu``): the same against NumPy on the device, two calls bitwise equal, and the device bits equal
-the host build's.
+stages, with and without scattering, NPHI = 4, 6, 8, 48 (full and partial tiles).  The fused stage
+kernel (``stage_update``, key RK_wphi: WENO w + phi + RK + DENS, bsp_wphi_rk of weno.cu): equal to
+the separate fast kernels bit for bit and within 1e-12 of the NumPy reference ``bte.stage_update``
+(one and several chunks of energy rows per plane).  GPU tests (marked ``gpu``): the same against
+NumPy on the device, two calls bitwise equal, and the device bits equal the host build's.
 """
 import numpy as np
 import pytest
@@ -76,9 +78,10 @@ def test_emulated_rk_matches_reference(emulated_cuda, bte_cases, rng, mesh, scat
 
 
 def test_emulated_advance_with_the_rk_fast_path(emulated_cuda, bte_cases, rng, monkeypatch):
-    """bte.advance through the hooks (every BTE phase and RK emulated) against the array path:
-    one stage within 1e-12, the densities returned with it."""
-    table = {p: emulated_cuda.TABLE[p] for p in ("WENO_x", "WENO_w", "WENO_phi", "scat_gain", "scat_loss", "RK")}
+    """bte.advance through the hooks (every BTE phase, RK and the fused RK_wphi emulated) against the
+    array path: one stage within 1e-12, the densities returned with it."""
+    table = {p: emulated_cuda.TABLE[p] for p in ("WENO_x", "WENO_w", "WENO_phi", "scat_gain", "scat_loss", "RK",
+                                                  "RK_wphi")}
     monkeypatch.setattr(kernels, "REGISTRY", Registry("bsp", {"numpy": lambda: table}))
     mesh = dict(NX=9, NS=2, NW=16, NPHI=8)
     ma, mr = bte_cases.model(kernels_mode="auto", **mesh), bte_cases.model(kernels_mode="array", **mesh)
@@ -91,6 +94,63 @@ def test_emulated_advance_with_the_rk_fast_path(emulated_cuda, bte_cases, rng, m
         assert bte_cases.rel(got, ref) <= TOL
         rho, PhiHat = dens.dens(mr, NP_BE, ref)
         assert bte_cases.rel(dn[0], rho) <= TOL and bte_cases.rel(dn[1], PhiHat) <= TOL
+
+
+def test_stage_update_is_w_phi_plus_rk_update(bte_cases, rng):
+    """The reference of the fused kernel: rk_update on the w and phi terms of Phi, bit for bit."""
+    m = bte_cases.model(NX=9, NS=2, NW=12, NPHI=8, kernels_mode="array")
+    d, P0, P, G, Lc, terms = _parts(bte_cases, m, rng)
+    dt = 0.3 * m.dt_max(d["A"])
+    sd = _stage_data(m, d)
+    _, _, (tx, tw, tp) = bte.rhs_parts(m, NP_BE, P, sd)
+    for s in range(3):
+        got = bte.stage_update(m, NP_BE, s, P0, P, G, Lc, tx, d["deps"], d["A"], dt)
+        ref = bte.rk_update(m, NP_BE, s, P0, P, G, Lc, (tx, tw, tp), dt)
+        assert all(np.array_equal(a, b) for a, b in zip(got, ref))
+
+
+@pytest.mark.parametrize("mesh, shared, scat", [(dict(NX=9, NS=2, NW=13, NPHI=8), None, True),  # one chunk per plane
+                                                (dict(NX=9, NS=1, NW=11, NPHI=6), 8 * (7 * 6 + 4 * (7 + 24)), False),
+                                                (dict(NX=9, NS=1, NW=30, NPHI=48), None, True)])  # 15 + 15 rows
+def test_emulated_stage_update_matches_reference(emulated_cuda, bte_cases, rng, monkeypatch, mesh, shared, scat):
+    """bsp_wphi_rk (rows in chunks with halos, the bottom face of two columns of one block, the top
+    face, a last chunk shorter than the others) equals the separate fast kernels (WENO_w, the phi
+    tile kernel, bsp_rk_dens) bit for bit and the NumPy reference within 1e-12."""
+    rk = emulated_cuda.rk
+    if shared is not None:  # 4 rows per block: chunks 4 + 4 + 3
+        monkeypatch.setattr(rk, "SHARED", shared)
+        assert rk.rows_per_block(mesh["NW"], mesh["NPHI"]) == 4
+    m = bte_cases.model(kernels_mode="array", **mesh)
+    d, P0, P, G, Lc, terms = _parts(bte_cases, m, rng)
+    tx = terms[0]
+    if not scat:
+        G = Lc = None
+    dt = 0.3 * m.dt_max(d["A"])
+    tw = emulated_cuda.weno.weno_w(m, NP_BE, P, d["deps"])
+    tp = emulated_cuda.weno.weno_phi(m, NP_BE, P, d["deps"], d["A"])
+    for s in range(3):
+        ref = bte.stage_update(m, NP_BE, s, P0, P, G, Lc, tx, d["deps"], d["A"], dt)
+        got = rk.stage_update(m, NP_BE, s, P0, P, G, Lc, tx, d["deps"], d["A"], dt)
+        split = rk.rk_update(m, NP_BE, s, P0, P, G, Lc, (tx, tw, tp), dt)
+        for name, a, b, c in zip(("Phi", "rho", "PhiHat"), got, ref, split):
+            assert a.shape == b.shape and a.dtype == b.dtype
+            assert bte_cases.rel(a, b) <= TOL, (s, name, bte_cases.rel(a, b))
+            assert np.array_equal(a, c), (s, name, bte_cases.rel(a, c))
+    opts = [o for code, o in emulated_cuda.cupy.compiled if "bsp_wphi_rk" in code]
+    assert any("-DLROWS=4" in o for o in opts) or shared is None
+    assert all("--fmad=false" in o and "-DBSP_WENO_FAST=1" in o for o in opts if any("LROWS" in x for x in o))
+
+
+def test_rows_per_block(emulated_cuda):
+    """Energy rows of bsp_wphi_rk: the most that fit SHARED (32 KB) of shared memory, spread evenly
+    over the chunks of a plane; 0 (the separate kernels) where not one row fits."""
+    rows = emulated_cuda.rk.rows_per_block
+    assert emulated_cuda.rk.SHARED == 32 * 1024
+    assert rows(300, 48) == 15  # at most 15 rows: 20 chunks
+    assert rows(600, 96) == 7  # at most 7: 86 chunks of 7 (the last 5)
+    assert rows(150, 24) == 30  # at most 32: 5 chunks
+    assert rows(10, 48) == 10
+    assert rows(300, 2000) == 0
 
 
 # ---------------------------------------------------------------------------- GPU
@@ -140,6 +200,34 @@ def test_gpu_rk_equals_its_host_build(cupy_backend, emulated_cuda, bte_cases, rn
         host = emulated_cuda.rk.rk_update(m, NP_BE, s, P0, P, G, Lc, terms, dt)
         for name, a, b in zip(("Phi", "rho", "PhiHat"), dev, host):
             assert np.array_equal(a, b), (s, name, bte_cases.rel(a, b))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("mesh", [dict(NX=9, NS=2, NW=60, NPHI=48), dict(NX=9, NS=1, NW=40, NPHI=96),
+                                  dict(NX=9, NS=1, NW=30, NPHI=24)])
+def test_gpu_stage_update_matches_numpy_and_host_build(cupy_backend, emulated_cuda, bte_cases, rng, mesh):
+    """The fused kernel on the device: within 1e-12 of bte.stage_update on NumPy, two calls bitwise
+    equal, the same bits as the separate device kernels and as the host build."""
+    from solver.bsp.kernels.cuda import rk, weno as cweno
+    cp = cupy_backend.xp
+    ma, mr = bte_cases.model(kernels_mode="auto", **mesh), bte_cases.model(kernels_mode="array", **mesh)
+    assert kernels.lookup(ma, cupy_backend, "RK_wphi") is rk.stage_update
+    d, P0, P, G, Lc, terms = _parts(bte_cases, mr, rng)
+    dt = 0.3 * mr.dt_max(d["A"])
+    tx = terms[0]
+    P0g, Pg, Gg, Lcg, txg, dg = _dev(cp, (P0, P, G, Lc, tx, d["deps"]))
+    split_terms = (txg, cweno.weno_w(ma, cupy_backend, Pg, dg), cweno.weno_phi(ma, cupy_backend, Pg, dg, d["A"]))
+    for s in range(3):
+        ref = bte.stage_update(mr, NP_BE, s, P0, P, G, Lc, tx, d["deps"], d["A"], dt)
+        got = [cp.asnumpy(x) for x in rk.stage_update(ma, cupy_backend, s, P0g, Pg, Gg, Lcg, txg, dg, d["A"], dt)]
+        again = [cp.asnumpy(x) for x in rk.stage_update(ma, cupy_backend, s, P0g, Pg, Gg, Lcg, txg, dg, d["A"], dt)]
+        split = [cp.asnumpy(x) for x in rk.rk_update(ma, cupy_backend, s, P0g, Pg, Gg, Lcg, split_terms, dt)]
+        host = emulated_cuda.rk.stage_update(ma, NP_BE, s, P0, P, G, Lc, tx, d["deps"], d["A"], dt)
+        for name, a, b, c, e, h in zip(("Phi", "rho", "PhiHat"), got, ref, again, split, host):
+            r = bte_cases.rel(a, b)
+            print(f"RK_wphi {mesh} s={s} {name}: max rel diff {r:.3e}")
+            assert r <= TOL, (s, name, r)
+            assert np.array_equal(a, c) and np.array_equal(a, e) and np.array_equal(a, h), (s, name)
 
 
 @pytest.mark.gpu

@@ -13,6 +13,8 @@
 ``advance`` runs one stage (phases above plus ``RK``).  With the RK fast path (cupy,
 numerics.bte_kernels fast) H is never formed: the terms G, Lc and the three WENO terms go to one
 kernel that writes Phi^{s+1} and its densities (DENS); ``rk_update`` is that path's reference.
+With the fused fast path RK_wphi (cupy) the same kernel also forms the w and phi terms, so the
+phases WENO_w and WENO_phi run inside ``RK``; ``stage_update`` is its reference.
 """
 from __future__ import annotations
 
@@ -104,9 +106,10 @@ def rhs(model, backend, Phi, sd: StageData, timer=None, dx=None):
     return out
 
 
-def rhs_parts(model, backend, Phi, sd: StageData, timer=None, dx=None):
+def rhs_parts(model, backend, Phi, sd: StageData, timer=None, dx=None, w_phi=True):
     """The parts of H, for the RK fast path: (G, Lc, (x, w, phi terms)); G and Lc are None
-    without scattering.  Phases and ``dx`` as ``rhs``."""
+    without scattering.  Phases and ``dx`` as ``rhs``.  ``w_phi=False`` (the fused kernel forms
+    the w and phi terms itself): (G, Lc, x term)."""
     G = Lc = None
     if _scattering_on(model, sd):
         with _phase(timer, "scat_gain"):
@@ -115,6 +118,8 @@ def rhs_parts(model, backend, Phi, sd: StageData, timer=None, dx=None):
             Lc = _scat.scat_loss(model, backend, sd.eps, sd.W, sd.mechanisms)
     with _phase(timer, "WENO_x") if dx is None else nullcontext():
         tx = x_term(model, backend, Phi, sd) if dx is None else dx
+    if not w_phi:
+        return G, Lc, tx
     with _phase(timer, "WENO_w"):
         tw = weno.weno_w(model, backend, Phi, sd.deps_dx)
     with _phase(timer, "WENO_phi"):
@@ -131,10 +136,23 @@ def advance(model, backend, s, Phi0, Phi, sd: StageData, dt, timer=None, dx=None
         L = rhs(model, backend, Phi, sd, timer=timer, dx=dx)
         with _phase(timer, "RK"):
             return rk3_combine(s, Phi0, Phi, L, dt), None
+    fused = _kernels.lookup(model, backend, "RK_wphi")
+    if fused is not None:
+        G, Lc, tx = rhs_parts(model, backend, Phi, sd, timer=timer, dx=dx, w_phi=False)
+        with _phase(timer, "RK"):
+            Phi1, rho, PhiHat = fused(model, backend, s, Phi0, Phi, G, Lc, tx, sd.deps_dx, sd.A_eps, dt)
+        return Phi1, (rho, PhiHat)
     G, Lc, terms = rhs_parts(model, backend, Phi, sd, timer=timer, dx=dx)
     with _phase(timer, "RK"):
         Phi1, rho, PhiHat = fast(model, backend, s, Phi0, Phi, G, Lc, terms, dt)
     return Phi1, (rho, PhiHat)
+
+
+def stage_update(model, backend, s, Phi0, Phi, G, Lc, tx, deps_dx, A_eps, dt):
+    """Reference of the fused stage kernel (phase key RK_wphi): the WENO w and phi terms of Phi,
+    then ``rk_update`` with the x term ``tx``: (Phi^{s+1}, rho, PhiHat)."""
+    terms = (tx, weno.weno_w(model, backend, Phi, deps_dx), weno.weno_phi(model, backend, Phi, deps_dx, A_eps))
+    return rk_update(model, backend, s, Phi0, Phi, G, Lc, terms, dt)
 
 
 def rk_update(model, backend, s, Phi0, Phi, G, Lc, terms, dt):

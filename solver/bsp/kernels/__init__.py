@@ -22,7 +22,9 @@ choose among the CUDA kernels); ``implementations`` says, per phase, which funct
 (written into run.json).  ``RK`` (the stage update fused with the loss product, the sum of the terms
 and DENS) exists in the cupy table (agrees with the reference to 1e-12) and the numba table
 (bit-identical to it) and runs only with ``numerics.bte_kernels: fast``; without it the stage is
-formed by bte.rhs + bte.rk3_combine and DENS as before.
+formed by bte.rhs + bte.rk3_combine and DENS as before.  ``RK_wphi`` (cupy only, also
+``numerics.bte_kernels: fast``) is RK with the WENO w and phi terms formed in the same kernel
+(reference bte.stage_update); where it exists bte.advance uses it instead of WENO_w + WENO_phi + RK.
 
 One variant is array code and so runs on every backend: ``numerics.linsys: batched_cr``
 (solver/bsp/blocktri_batched.py, block cyclic reduction over batched LU / GEMM).  Set explicitly,
@@ -41,6 +43,7 @@ REFERENCE = {
     "scat_gain": "solver.bsp.scattering.scat_gain",
     "scat_loss": "solver.bsp.scattering.scat_loss",
     "RK": "solver.bsp.bte.rk3_combine",  # without the fast path: rhs + rk3_combine, DENS apart
+    "RK_wphi": "solver.bsp.bte.stage_update",  # RK with the WENO w and phi terms in one kernel
     "eigen": "solver.bsp.schrodinger.eigen",
     "Frechet": "solver.bsp.poisson.frechet",
     "construct_linsys": "solver.bsp.poisson.construct_linsys",
@@ -49,8 +52,8 @@ REFERENCE = {
     "newton_norms": "solver.bsp.poisson.norms",
 }
 PHASES = tuple(REFERENCE)
-FAST_ONLY = frozenset({"RK"})  # fast paths that run only with numerics.bte_kernels: fast
-BTE_VARIANT_PHASES = ("WENO_x", "WENO_w", "WENO_phi", "RK")  # cupy kernels chosen by numerics.bte_kernels
+FAST_ONLY = frozenset({"RK", "RK_wphi"})  # fast paths that run only with numerics.bte_kernels: fast
+BTE_VARIANT_PHASES = ("WENO_x", "WENO_w", "WENO_phi", "RK", "RK_wphi")  # cupy kernels chosen by numerics.bte_kernels
 
 
 def _cupy():
@@ -142,7 +145,7 @@ def bte_variant(model) -> str:
 
 
 def _variant(model, backend, name: str) -> str | None:
-    if name == "RK":  # gated by bte_kernels on every backend that has it
+    if name in FAST_ONLY:  # gated by bte_kernels on every backend that has it
         return f"numerics.bte_kernels={bte_variant(model)}"
     if backend.name != "cupy":  # the variant keys choose among the CUDA kernels, except batched_cr
         return "numerics.linsys=batched_cr" if _array_variant(model, name) is not None else None

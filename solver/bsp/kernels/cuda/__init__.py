@@ -5,7 +5,9 @@ phases stay on the array reference).
 
     weno.py        + weno.cu               WENO_x, WENO_w, WENO_phi (variant numerics.bte_kernels)
     rk.py          + rk.cu                 RK (the stage update fused with the loss product, the
-                                           sum of the terms and DENS; numerics.bte_kernels: fast)
+                                           sum of the terms and DENS; numerics.bte_kernels: fast);
+                                           RK_wphi (the same with the WENO w and phi terms, kernel
+                                           bsp_wphi_rk of weno.cu)
     scattering.py  + scattering.cu         scat_gain, scat_loss
     eigen.py       + eigen.cu, eigen_nr.cu eigen (kernels eigenvalues / eigenvalues_nr, variant numerics.eigen;
                                            ipim, variant numerics.ipim)
@@ -30,6 +32,7 @@ TABLE = {
     "scat_gain": scattering.scat_gain,
     "scat_loss": scattering.scat_loss,
     "RK": rk.rk_update,
+    "RK_wphi": rk.stage_update,
     "eigen": eigen.eigen,
     "Frechet": frechet.frechet,
     "construct_linsys": newton.construct_linsys,

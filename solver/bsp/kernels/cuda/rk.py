@@ -3,7 +3,13 @@ solver.bsp.bte.rk_update and returns the same (Phi^{s+1}, rho, PhiHat), to round
 
 Two launches per stage: bsp_rk_dens reads Phi, Phi^0 (stages 1, 2), the three WENO terms, G and
 Lc once and writes Phi^{s+1} and PhiHat (one block per LINES whole phi lines, about TILE values);
-bsp_rho sums PhiHat over the energies.  It runs only with ``numerics.bte_kernels: fast``
+bsp_rho sums PhiHat over the energies.
+
+``stage_update`` (phase key RK_wphi; reference solver.bsp.bte.stage_update) also forms the WENO w
+and phi terms: bsp_wphi_rk of weno.cu reads a chunk of energy rows of one (i, nu, p) plane with 3
+halo rows, forms both terms in shared memory and applies the same update, so that Phi is read once
+per stage for w, phi and RK (and the two terms are never written); its result equals WENO_w +
+WENO_phi + ``rk_update`` bit for bit.  Both run only with ``numerics.bte_kernels: fast``
 (solver.bsp.kernels.FAST_ONLY).  Only float64 is computed; other dtypes are converted and the
 result cast back.
 """
@@ -14,14 +20,18 @@ import numpy as np
 import cupy as cp
 
 from solver.bsp import bte as _bte
+from solver.bsp import weno as _weno
 from solver.bsp.kernels import f64
-from solver.bsp.kernels.cuda import _build
+from solver.bsp.kernels.cuda import _build, weno
 
 SOURCE = "rk.cu"
 OPTIONS = ("--fmad=false",)  # the FMAs are written out (fma()): the host build computes the same bits
 BLOCK = 256
 TILE = 1536  # values per block: LINES = TILE // NPHI whole phi lines (12 KB of shared memory)
 RHO_BLOCK = 128
+# shared memory budget of one block of bsp_wphi_rk (sets its rows per block): 32 KB ran 6-7 % faster
+# than 48 KB (more blocks per SM) on the H200, standard and fine mesh (docs/performance-bte-kernels.md §7)
+SHARED = 32 * 1024
 
 
 def rk_update(model, backend, s, Phi0, Phi, G, Lc, terms, dt):
@@ -46,7 +56,54 @@ def rk_update(model, backend, s, Phi0, Phi, G, Lc, terms, dt):
                   (P, P0, Gc, Lcc, tx, tw, tp, out, PhiHat, np.int32(nline), np.int32(1 if scat else 0),
                    np.int32(1 if s > 0 else 0), np.float64(dt), np.float64(c), np.float64(c0),
                    np.float64(model.dphi)))
+    return _finish(model, Phi, out, PhiHat, rho, lines)
+
+
+def _finish(model, Phi, out, PhiHat, rho, lines):
+    """rho = dw sum_l PhiHat (bsp_rho) and the results in Phi's dtype."""
+    NX, NV, NS, NW, NPHI = out.shape
     nrow = NX * NV * NS
     fr = _build.function(SOURCE, "bsp_rho", OPTIONS, {"NPHI_": NPHI, "LINES": lines})
     _build.launch(fr, nrow, RHO_BLOCK, (PhiHat, rho, np.int32(nrow), np.int32(NW), np.float64(model.dw)))
     return out.astype(Phi.dtype, copy=False), rho.astype(Phi.dtype, copy=False), PhiHat.astype(Phi.dtype, copy=False)
+
+
+def rows_per_block(NW, NPHI):
+    """Energy rows per block of bsp_wphi_rk: the most that fit SHARED (see weno.cu), spread evenly
+    over the chunks of a plane; 0 if not even one row fits."""
+    per_row = 8 * ((NPHI | 1) + 4 * NPHI)
+    most = (SHARED - 8 * 7 * NPHI) // per_row
+    if most < 1:
+        return 0
+    nchunk = -(-NW // most)
+    return -(-NW // nchunk)
+
+
+def stage_update(model, backend, s, Phi0, Phi, G, Lc, tx, deps_dx, A_eps, dt):
+    """bte.stage_update: (Phi^{s+1}, rho, PhiHat) of RK stage s with the WENO w and phi terms of
+    Phi formed in the same kernel (H = G - Lc Phi - (tx + w + phi terms))."""
+    P = f64(cp, Phi)
+    NX, NV, NS, NW, NPHI = P.shape
+    rows = rows_per_block(NW, NPHI)
+    if rows == 0:  # a phi line too long for the tile: the separate kernels
+        terms = (tx, weno.weno_w(model, backend, Phi, deps_dx), weno.weno_phi(model, backend, Phi, deps_dx, A_eps))
+        return rk_update(model, backend, s, Phi0, Phi, G, Lc, terms, dt)
+    c, c0 = _bte.RK3[s]
+    dummy = cp.zeros(1, dtype=cp.float64)
+    scat = G is not None
+    Gc, Lcc = (f64(cp, G), f64(cp, Lc)) if scat else (dummy, dummy)
+    P0 = f64(cp, Phi0) if s > 0 else dummy
+    a1 = f64(cp, model.on(backend, "a1"))
+    a3f = f64(cp, model.on(backend, "a3_factor"))
+    alpha = float(A_eps * model.A3)  # as weno.weno_phi forms it
+    out = cp.empty_like(P)
+    PhiHat = cp.empty((NX, NV, NS, NW), dtype=cp.float64)
+    rho = cp.empty((NX, NV, NS), dtype=cp.float64)
+    nchunk = -(-NW // rows)
+    fn = _build.function(weno.SOURCE, "bsp_wphi_rk", weno.OPTIONS, {"BSP_WENO_FAST": 1, "NPHI_": NPHI, "LROWS": rows})
+    _build.launch(fn, NX * NV * NS * nchunk * BLOCK, BLOCK,
+                  (P, P0, Gc, Lcc, f64(cp, tx), a1, a3f, f64(cp, deps_dx), out, PhiHat, np.int32(NS), np.int32(NW),
+                   np.int32(nchunk), np.int32(1 if scat else 0), np.int32(1 if s > 0 else 0), np.float64(alpha),
+                   np.float64(_weno._eps(model)), np.float64(1.0 / model.dw), np.float64(1.0 / model.dphi),
+                   np.float64(dt), np.float64(c), np.float64(c0), np.float64(model.dphi)))
+    return _finish(model, Phi, out, PhiHat, rho, max(1, TILE // NPHI))

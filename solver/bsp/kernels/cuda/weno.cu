@@ -9,7 +9,8 @@
        explicit and nothing else is contracted, a host build (g++ -ffp-contract=off, correctly
        rounded fma) computes the same bits as the device.
    The fast build with -DNPHI_=<NPHI> -DLINES=<lines per block> adds bsp_weno_dphi_tile, the
-   coalesced phi kernel. */
+   coalesced phi kernel; with -DNPHI_=<NPHI> -DLROWS=<energy rows per block> bsp_wphi_rk, the w and
+   phi terms fused with the RK update and DENS (launched by rk.py). */
 extern "C" {
 
 #if BSP_WENO_FAST
@@ -322,6 +323,119 @@ __global__ void bsp_weno_dphi_tile(const double* Phi, const double* a3f, const d
         o[k] = (fc[next] - fc[k]) * inv;
     }
 }
+#endif
+
+#if BSP_WENO_FAST && defined(NPHI_) && defined(LROWS)
+/* ------------------------------------------------------------------ w + phi + RK + DENS, fused
+   block = (i, nu, p) and a chunk of LROWS energy rows l0 .. l0+nr-1 (all NPHI_ angles): Phi of
+   rows l0-3 .. l0+nr+2 is read once (coalesced); shared memory holds the w fluxes g = a2 Phi of
+   those rows (ghost rows below w = 0 at the partner angle, constant extension above), g+- of the
+   phi split and Phi of the chunk's rows.  One thread per face: the w faces l0-1/2 .. l0+nr-1/2
+   (the top face 0; at l0 = 0 the bottom face is (h(m) - h(m + NPHI/2))/2 of two faces of this
+   block), then the phi faces (h+ + h-) into the g buffer; then per node the RK update of rk.cu
+   (H = G - Lc Phi - (x + w + phi terms), the terms formed exactly as bsp_weno_dw and
+   bsp_weno_dphi_tile form them, so the result equals the unfused path bit for bit) and
+   PhiHat = dphi sum_m Phi^{s+1} in the order m = 0 .. NPHI-1 (rows padded to an odd length).
+   Shared memory: 8 (LROWS (NPHI_|1) + (LROWS + 6) NPHI_ + 3 LROWS NPHI_ + NPHI_) B: at most rk.SHARED
+   (LROWS from rk.rows_per_block), under the 48 KB of static shared memory. */
+#define ROWP (NPHI_ | 1)
+__global__ void bsp_wphi_rk(const double* Phi, const double* Phi0, const double* G, const double* Lc,
+                            const double* tx, const double* a1, const double* a3f, const double* deps,
+                            double* out, double* PhiHat, int NS, int NW, int nchunk, int scat,
+                            int has0, double alpha, double eps, double inv_w, double inv_phi,
+                            double dt, double c, double c0, double dphi)
+{
+    __shared__ double ph[LROWS * ROWP];         /* Phi of rows l0 .. l0+nr-1, then Phi^{s+1} */
+    __shared__ double gw[(LROWS + 6) * NPHI_];  /* a2 Phi of rows l0-3 .. l0+nr+2, then the phi faces */
+    __shared__ double gp[LROWS * NPHI_];        /* phi split: ((a3 + alpha) Phi) / 2 */
+    __shared__ double gm[LROWS * NPHI_];        /*            ((a3 - alpha) Phi) / 2 */
+    __shared__ double fw[(LROWS + 1) * NPHI_];  /* w faces l0-1/2 .. l0+nr-1/2 */
+    long long ipv = blockIdx.x / nchunk;
+    int l0 = (int)(blockIdx.x - ipv * nchunk) * LROWS;
+    int nr = NW - l0 < LROWS ? NW - l0 : LROWS;
+    int nu = (int)((ipv / NS) % 3);
+    double d = deps[ipv];
+    double md = -d;
+    const double* Pl = Phi + ipv * NW * NPHI_;
+    const double* a1n = a1 + (long long)nu * NW * NPHI_;
+    const double* a3n = a3f + ((long long)nu * NW + l0) * NPHI_;
+    int ng = (nr + 6) * NPHI_;
+    for (int t = threadIdx.x; t < ng; t += blockDim.x) {
+        int r = t / NPHI_;
+        int m = t - r * NPHI_;
+        int k = l0 - 3 + r;
+        double g;
+        if (k < 0) {
+            int j = -k - 1;
+            g = (a1n[j * NPHI_ + m] * md) * Pl[j * NPHI_ + (m + NPHI_ / 2) % NPHI_];
+        } else {
+            int kk = k > NW - 1 ? NW - 1 : k;
+            double x = Pl[kk * NPHI_ + m];
+            g = (a1n[kk * NPHI_ + m] * md) * x;
+            int j = r - 3;
+            if (j >= 0 && j < nr) {
+                double a = a3n[j * NPHI_ + m] * d;
+                ph[j * ROWP + m] = x;
+                gp[j * NPHI_ + m] = ((a + alpha) * x) * 0.5;
+                gm[j * NPHI_ + m] = ((a - alpha) * x) * 0.5;
+            }
+        }
+        gw[t] = g;
+    }
+    __syncthreads();
+    int nf = (nr + 1) * NPHI_;
+    for (int t = threadIdx.x; t < nf; t += blockDim.x) {
+        int f = t / NPHI_;
+        int m = t - f * NPHI_;
+        const double* g = gw + t;  /* rows f .. f+5 of column m: g_{l-3} .. g_{l+2}, l = l0 + f */
+        int left = (a1n[m] * md) > 0.0;
+        double h = weno_face(g[0], g[NPHI_], g[2 * NPHI_], g[3 * NPHI_], g[4 * NPHI_], g[5 * NPHI_], left, eps);
+        fw[t] = l0 + f == NW ? 0.0 : h;
+    }
+    __syncthreads();
+    int n = nr * NPHI_;
+    for (int t = threadIdx.x; t < n; t += blockDim.x) {
+        int j = t / NPHI_;
+        int m = t - j * NPHI_;
+        const double* p = gp + j * NPHI_;
+        const double* q = gm + j * NPHI_;
+        int i[6];
+        for (int r = 0; r < 6; ++r) {
+            int mm = m - 3 + r;
+            i[r] = mm < 0 ? mm + NPHI_ : (mm >= NPHI_ ? mm - NPHI_ : mm);
+        }
+        gw[t] = weno_face(p[i[0]], p[i[1]], p[i[2]], p[i[3]], p[i[4]], p[i[5]], 1, eps)
+              + weno_face(q[i[0]], q[i[1]], q[i[2]], q[i[3]], q[i[4]], q[i[5]], 0, eps);
+    }
+    __syncthreads();
+    const double* fc = gw;
+    long long hat0 = ipv * NW + l0;
+    for (int t = threadIdx.x; t < n; t += blockDim.x) {
+        int j = t / NPHI_;
+        int m = t - j * NPHI_;
+        double fp = fw[t];
+        if (l0 + j == 0) fp = 0.5 * (fp - fw[(m + NPHI_ / 2) % NPHI_]);
+        double tw = (fw[t + NPHI_] - fp) * inv_w;
+        int next = m + 1 == NPHI_ ? j * NPHI_ : t + 1;
+        double tp = (fc[next] - fc[t]) * inv_phi;
+        long long q = (hat0 + j) * NPHI_ + m;
+        double x = ph[j * ROWP + m];
+        double h = -((tx[q] + tw) + tp);
+        if (scat) h = fma(-Lc[hat0 + j], x, h + G[hat0 + j]);
+        double v = fma(dt, h, x);
+        if (has0) v = fma(c0, Phi0[q], c * v);
+        out[q] = v;
+        ph[j * ROWP + m] = v;
+    }
+    __syncthreads();
+    for (int j = threadIdx.x; j < nr; j += blockDim.x) {
+        const double* r = ph + j * ROWP;
+        double acc = 0.0;
+        for (int m = 0; m < NPHI_; ++m) acc += r[m];
+        PhiHat[hat0 + j] = acc * dphi;
+    }
+}
+#undef ROWP
 #endif
 
 }  /* extern "C" */
