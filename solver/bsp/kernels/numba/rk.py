@@ -22,7 +22,7 @@ from numba import njit, prange
 
 from solver.bsp import bte as _bte
 from solver.bsp.kernels import f64
-from solver.bsp.kernels.numba._common import set_threads
+from solver.bsp.kernels.numba._common import out_array, set_threads
 
 _BLOCK = 128  # NumPy's PW_BLOCKSIZE
 
@@ -154,7 +154,7 @@ def rk_update(model, backend, s, Phi0, Phi, G, Lc, terms, dt):
     c, c0 = _bte.RK3[s]
     scat = G is not None
     dummy = np.zeros((1, 1))
-    out = np.empty_like(P)
+    out = out_array(model, "RK", P.shape)
     PhiHat = np.empty((NX, NV, NS, NW))
     rho = np.empty((NX, NV, NS))
     _rk_kernel(P.reshape(nrow, -1), rows(Phi0) if s > 0 else dummy,

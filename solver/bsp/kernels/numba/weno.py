@@ -20,7 +20,7 @@ from numba import njit, prange, uint64
 
 from solver.bsp import weno as _weno
 from solver.bsp.kernels import f64
-from solver.bsp.kernels.numba._common import cached, set_threads
+from solver.bsp.kernels.numba._common import cached, out_array, set_threads
 
 _D0, _D1, _D2 = _weno.D_WEIGHTS  # 0.1, 0.6, 0.3
 
@@ -139,7 +139,7 @@ def weno_x(model, backend, Phi, rho_eq0, rho_eqL, rho0, rhoL, closed=False, eps=
         r0 = f64(np, np.asarray(rho_eq0) / np.asarray(rho0))
         rL = f64(np, np.asarray(rho_eqL) / np.asarray(rhoL))
     in_l, in_r, left = (a.reshape(NV, NW * NP) for a in _masks(model))
-    out = np.empty_like(Phi)
+    out = out_array(model, "WENO_x", Phi.shape)
     V = min(NW, -(-_X_VALUES // NP)) * NP
     _dx_kernel(Phi.reshape(NX, NV, NS, NW * NP), f64(np, model.a1).reshape(NV, NW * NP), in_l, in_r, left,
                r0, rL, bool(closed), eps, 1.0 / model.dx, V, out.reshape(NX, NV, NS, NW * NP))
@@ -188,7 +188,7 @@ def weno_w(model, backend, Phi, deps_dx, eps=None):
     set_threads(backend)
     eps = _weno._eps(model) if eps is None else float(eps)
     Phi = f64(np, Phi)
-    out = np.empty_like(Phi)
+    out = out_array(model, "WENO_w", Phi.shape)
     _dw_kernel(Phi, f64(np, model.a1), f64(np, deps_dx), eps, 1.0 / model.dw, out)
     return out
 
@@ -230,6 +230,6 @@ def weno_phi(model, backend, Phi, deps_dx, A_eps, eps=None):
     eps = _weno._eps(model) if eps is None else float(eps)
     Phi = f64(np, Phi)
     alpha = float(A_eps * model.A3)
-    out = np.empty_like(Phi)
+    out = out_array(model, "WENO_phi", Phi.shape)
     _dphi_kernel(Phi, f64(np, model.a3_factor), f64(np, deps_dx), alpha, eps, 1.0 / model.dphi, out)
     return out
