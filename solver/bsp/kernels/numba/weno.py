@@ -147,40 +147,44 @@ def weno_x(model, backend, Phi, rho_eq0, rho_eqL, rho0, rhoL, closed=False, eps=
 
 
 # ---------------------------------------------------------------------------- w
+@njit(cache=True, fastmath=_FM, inline="always")
+def w_row(P, a1n, md, eps, inv, gp, h0, f, out):
+    """The w term of one (i, nu, p) row: P (NW, NP) the row of Phi, a1n (NW, NP) = a1[nu], md =
+    -deps_dx[i, nu, p]; gp (NW + 6, NP), h0 and f (NP) work arrays; out (NW, NP).  Faces swept in w
+    (SIMD over phi) with the previous face row kept."""
+    NW, NP = P.shape
+    half = NP // 2
+    for l in range(NW):
+        for m in range(NP):
+            gp[l + 3, m] = (a1n[l, m] * md) * P[l, m]
+    for m in range(NP):
+        mp = (m + half) % NP
+        for q in range(3):  # g_{-q-1}(phi) = a2(w_q, phi) Phi(w_q, phi + pi): padded 2 - q
+            gp[2 - q, m] = (a1n[q, m] * md) * P[q, mp]
+            gp[NW + 3 + q, m] = gp[NW + 2, m]
+    for m in range(NP):
+        h0[m] = _face(gp[0, m], gp[1, m], gp[2, m], gp[3, m], gp[4, m], gp[5, m], (a1n[0, m] * md) > 0.0, eps)
+    for m in range(NP):  # bottom face (h(phi) - h(phi + pi)) / 2
+        f[m] = 0.5 * (h0[m] - h0[(m + half) % NP])
+    for j in range(1, NW):
+        for m in range(NP):
+            fc = _face(gp[j, m], gp[j + 1, m], gp[j + 2, m], gp[j + 3, m], gp[j + 4, m], gp[j + 5, m],
+                       (a1n[0, m] * md) > 0.0, eps)
+            out[j - 1, m] = (fc - f[m]) * inv
+            f[m] = fc
+    for m in range(NP):  # top face 0
+        out[NW - 1, m] = -f[m] * inv
+
+
 @njit(parallel=True, cache=True, fastmath=_FM)
 def _dw_kernel(Phi, a1, deps, eps, inv, out):
     NX, NV, NS, NW, NP = Phi.shape
-    half = NP // 2
     for k in prange(NX * NV * NS):
         i = k // (NV * NS)
         nu = (k // NS) % NV
         p = k % NS
-        md = -deps[i, nu, p]
-        gp = np.empty((NW + 6, NP))
-        lf = np.empty(NP, dtype=np.bool_)
-        h0 = np.empty(NP)
-        fp = np.empty(NP)
-        for l in range(NW):
-            for m in range(NP):
-                gp[l + 3, m] = (a1[nu, l, m] * md) * Phi[i, nu, p, l, m]
-        for m in range(NP):
-            mp = (m + half) % NP
-            lf[m] = (a1[nu, 0, m] * md) > 0.0
-            for q in range(3):  # g_{-q-1}(phi) = a2(w_q, phi) Phi(w_q, phi + pi): padded 2 - q
-                gp[2 - q, m] = (a1[nu, q, m] * md) * Phi[i, nu, p, q, mp]
-                gp[NW + 3 + q, m] = gp[NW + 2, m]
-        for m in range(NP):
-            h0[m] = _face(gp[0, m], gp[1, m], gp[2, m], gp[3, m], gp[4, m], gp[5, m], lf[m], eps)
-        for m in range(NP):  # bottom face (h(phi) - h(phi + pi)) / 2
-            fp[m] = 0.5 * (h0[m] - h0[(m + half) % NP])
-        for j in range(1, NW):
-            for m in range(NP):
-                fc = _face(gp[j, m], gp[j + 1, m], gp[j + 2, m], gp[j + 3, m], gp[j + 4, m], gp[j + 5, m],
-                           lf[m], eps)
-                out[i, nu, p, j - 1, m] = (fc - fp[m]) * inv
-                fp[m] = fc
-        for m in range(NP):  # top face 0
-            out[i, nu, p, NW - 1, m] = -fp[m] * inv
+        w_row(Phi[i, nu, p], a1[nu], -deps[i, nu, p], eps, inv, np.empty((NW + 6, NP)), np.empty(NP), np.empty(NP),
+              out[i, nu, p])
 
 
 def weno_w(model, backend, Phi, deps_dx, eps=None):
@@ -194,6 +198,30 @@ def weno_w(model, backend, Phi, deps_dx, eps=None):
 
 
 # ---------------------------------------------------------------------------- phi
+@njit(cache=True, fastmath=_FM, inline="always")
+def phi_row(P, a3n, d, alpha, eps, inv, gpp, gpm, f, out):
+    """The phi term of one (i, nu, p) row: P (NW, NP), a3n (NW, NP) = a3_factor[nu], d =
+    deps_dx[i, nu, p]; gpp, gpm (NP + 6), f (NP + 1) work arrays; out (NW, NP).  SIMD over the faces."""
+    NW, NP = P.shape
+    for l in range(NW):
+        for m in range(NP):
+            a3 = a3n[l, m] * d
+            v = P[l, m]
+            gpp[m + 3] = ((a3 + alpha) * v) * 0.5
+            gpm[m + 3] = ((a3 - alpha) * v) * 0.5
+        for q in range(3):  # periodic ghosts
+            gpp[q] = gpp[NP + q]
+            gpm[q] = gpm[NP + q]
+            gpp[NP + 3 + q] = gpp[3 + q]
+            gpm[NP + 3 + q] = gpm[3 + q]
+        for j in range(NP):  # Lax-Friedrichs split: g+ left-biased, g- right-biased
+            f[j] = (_face(gpp[j], gpp[j + 1], gpp[j + 2], gpp[j + 3], gpp[j + 4], gpp[j + 5], True, eps)
+                    + _face(gpm[j], gpm[j + 1], gpm[j + 2], gpm[j + 3], gpm[j + 4], gpm[j + 5], False, eps))
+        f[NP] = f[0]  # periodic: face NP has the stencil of face 0
+        for m in range(NP):
+            out[l, m] = (f[m + 1] - f[m]) * inv
+
+
 @njit(parallel=True, cache=True, fastmath=_FM)
 def _dphi_kernel(Phi, a3f, deps, alpha, eps, inv, out):
     NX, NV, NS, NW, NP = Phi.shape
@@ -201,27 +229,8 @@ def _dphi_kernel(Phi, a3f, deps, alpha, eps, inv, out):
         i = k // (NV * NS)
         nu = (k // NS) % NV
         p = k % NS
-        d = deps[i, nu, p]
-        gpp = np.empty(NP + 6)
-        gpm = np.empty(NP + 6)
-        f = np.empty(NP + 1)
-        for l in range(NW):
-            for m in range(NP):
-                a3 = a3f[nu, l, m] * d
-                P = Phi[i, nu, p, l, m]
-                gpp[m + 3] = ((a3 + alpha) * P) * 0.5
-                gpm[m + 3] = ((a3 - alpha) * P) * 0.5
-            for q in range(3):  # periodic ghosts
-                gpp[q] = gpp[NP + q]
-                gpm[q] = gpm[NP + q]
-                gpp[NP + 3 + q] = gpp[3 + q]
-                gpm[NP + 3 + q] = gpm[3 + q]
-            for j in range(NP):  # Lax-Friedrichs split: g+ left-biased, g- right-biased
-                f[j] = (_face(gpp[j], gpp[j + 1], gpp[j + 2], gpp[j + 3], gpp[j + 4], gpp[j + 5], True, eps)
-                        + _face(gpm[j], gpm[j + 1], gpm[j + 2], gpm[j + 3], gpm[j + 4], gpm[j + 5], False, eps))
-            f[NP] = f[0]  # periodic: face NP has the stencil of face 0
-            for m in range(NP):
-                out[i, nu, p, l, m] = (f[m + 1] - f[m]) * inv
+        phi_row(Phi[i, nu, p], a3f[nu], deps[i, nu, p], alpha, eps, inv, np.empty(NP + 6), np.empty(NP + 6), np.empty(NP + 1),
+                out[i, nu, p])
 
 
 def weno_phi(model, backend, Phi, deps_dx, A_eps, eps=None):
