@@ -148,7 +148,9 @@ def _rk_kernel(P, P0, G, Lc, tx, tw, tp, scat, has0, dt, c, c0, dphi, dw, out, P
                          PhiHat[r])
 
 
-@njit(parallel=True, cache=True, fastmath=False)
+# Not cached: it inlines w_row / phi_row of weno.py, and numba's cache only notices changes of the
+# caller's own file (a cached copy would keep an edited weno.py's old code).
+@njit(parallel=True, cache=False, fastmath=False)
 def _stage_kernel(P, P0, G, Lc, tx, a1, a3f, deps, alpha, eps, inv_w, inv_phi, scat, has0, dt, c, c0, dphi, dw,
                   out, PhiHat, rho):
     """P, P0, tx, out (NX, 3, NS, NW * NPHI); the w and phi terms of a row are formed in row-sized
