@@ -149,8 +149,10 @@ def _rk_kernel(P, P0, G, Lc, tx, tw, tp, scat, has0, dt, c, c0, dphi, dw, out, P
 
 
 # Not cached: it inlines w_row / phi_row of weno.py, and numba's cache only notices changes of the
-# caller's own file (a cached copy would keep an edited weno.py's old code).
-@njit(parallel=True, cache=False, fastmath=False)
+# caller's own file (a cached copy would keep an edited weno.py's old code).  FMA contraction as
+# the WENO kernels (inlined code takes the caller's flags), so the fused RK update is not bitwise
+# rk_update's (~2e-16).
+@njit(parallel=True, cache=False, fastmath={"contract"})
 def _stage_kernel(P, P0, G, Lc, tx, a1, a3f, deps, alpha, eps, inv_w, inv_phi, scat, has0, dt, c, c0, dphi, dw,
                   out, PhiHat, rho):
     """P, P0, tx, out (NX, 3, NS, NW * NPHI); the w and phi terms of a row are formed in row-sized
