@@ -14,6 +14,11 @@ DENS of the new row follows while it is in cache: PhiHat = (sum_m Phi^{s+1}) dph
 rho = (sum_l PhiHat) dw, each sum in NumPy's pairwise order (``_pairwise``: the order of
 ``ndarray.sum`` over a contiguous last axis), so the result does not depend on the thread count
 and equals the array code's.  Only float64 is supported (inputs are converted).
+
+``stage_update`` (not yet called by bte.advance) goes one step further: the w and phi terms of each
+row are formed in row buffers inside the same pass (weno.w_row / weno.phi_row), so only the x term
+is read from memory; ~2e-16 of rk_update on the separate fast paths' terms
+(docs/performance-numba-kernels.md §7).
 """
 from __future__ import annotations
 
