@@ -40,3 +40,22 @@ def test_scattering_fast_matches_array(bte_cases, be, rng, occupation):
     a, b = scattering.scat_gain(m, be, PH, eps, Wd, (0,)), scattering.scat_gain(ma, be, PH, eps, Wd, (0,))
     assert bte_cases.rel(a, b) <= TOL
     assert np.all(a[..., -1] > 0)
+
+
+@pytest.mark.parametrize("levels", ["grid", "near_grid", "wide"])
+def test_gain_interpolation_ranges(bte_cases, be, rng, levels):
+    """Energies on the w nodes (r_l integers: t = 0, the exact top node), a hair off them (r_l
+    rounded onto a node: the fast path's node one below with t = 1) and far outside the w range
+    (no contribution at all, or only node 0 / the top)."""
+    m, ma = bte_cases.pair(NX=9, NS=3, NW=24, NPHI=8)
+    k = rng.integers(-30, 31, (m.NX, 3, m.N_sbn)).astype(float)
+    if levels == "near_grid":
+        k += rng.choice([-1.0, 1.0], k.shape) * 1e-15 * np.maximum(np.abs(k), 1.0)
+    elif levels == "wide":
+        k *= 40.0
+    eps = m.dw * k
+    chi = rng.standard_normal((m.NX, 3, m.N_sbn, m.NZ))
+    W = scattering.overlap(ma, be, chi)
+    _, PH = dens.dens(ma, be, rng.random(m.shape))
+    a, b = scattering.scat_gain(m, be, PH, eps, W), scattering.scat_gain(ma, be, PH, eps, W)
+    assert bte_cases.rel(a, b) <= TOL, (levels, bte_cases.rel(a, b))

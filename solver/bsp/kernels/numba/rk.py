@@ -14,6 +14,11 @@ DENS of the new row follows while it is in cache: PhiHat = (sum_m Phi^{s+1}) dph
 rho = (sum_l PhiHat) dw, each sum in NumPy's pairwise order (``_pairwise``: the order of
 ``ndarray.sum`` over a contiguous last axis), so the result does not depend on the thread count
 and equals the array code's.  Only float64 is supported (inputs are converted).
+
+``stage_update`` (not yet called by bte.advance) goes one step further: the w and phi terms of each
+row are formed in row buffers inside the same pass (weno.w_row / weno.phi_row), so only the x term
+is read from memory; ~2e-16 of rk_update on the separate fast paths' terms
+(docs/performance-numba-kernels.md §7).
 """
 from __future__ import annotations
 
@@ -22,7 +27,8 @@ from numba import njit, prange
 
 from solver.bsp import bte as _bte
 from solver.bsp.kernels import f64
-from solver.bsp.kernels.numba._common import set_threads
+from solver.bsp.kernels.numba._common import out_array, set_threads
+from solver.bsp.kernels.numba.weno import phi_row as _phi_row, w_row as _w_row
 
 _BLOCK = 128  # NumPy's PW_BLOCKSIZE
 
@@ -113,33 +119,66 @@ def _depth(n):
     return 0 if n <= _BLOCK else 1 + max(_depth(n // 2 - (n // 2) % 8), _depth(n - n // 2 + (n // 2) % 8))
 
 
+@njit(cache=True, fastmath=False, inline="always")
+def _rk_row(P, P0, G, Lc, tx, tw, tp, scat, has0, dt, c, c0, dphi, dw, out, PhiHat):
+    """One (i, nu, p) row: P, P0, tx, tw, tp, out (NW * NPHI); G, Lc, PhiHat (NW).  Returns rho."""
+    NW = PhiHat.shape[0]
+    NP = P.shape[0] // NW
+    for l in range(NW):
+        g = G[l] if scat else 0.0
+        lc = Lc[l] if scat else 0.0
+        for k in range(l * NP, (l + 1) * NP):
+            v = P[k]
+            if scat:
+                h = g - lc * v
+                h -= tx[k]
+            else:
+                h = -tx[k]
+            h -= tw[k]
+            h -= tp[k]
+            h = h * dt + v
+            if has0:
+                h = h * c + c0 * P0[k]
+            out[k] = h
+    for l in range(NW):
+        PhiHat[l] = _pairwise(out, l * NP, NP) * dphi
+    return _pairwise(PhiHat, 0, NW) * dw
+
+
 @njit(parallel=True, cache=True, fastmath=False)
 def _rk_kernel(P, P0, G, Lc, tx, tw, tp, scat, has0, dt, c, c0, dphi, dw, out, PhiHat, rho):
     """Rows r of (NROW, NW * NPHI) views; G, Lc, PhiHat (NROW, NW); rho (NROW,)."""
-    NROW, NWP = P.shape
-    NW = PhiHat.shape[1]
+    for r in prange(P.shape[0]):
+        rho[r] = _rk_row(P[r], P0[r], G[r], Lc[r], tx[r], tw[r], tp[r], scat, has0, dt, c, c0, dphi, dw, out[r],
+                         PhiHat[r])
+
+
+# Not cached: it inlines w_row / phi_row of weno.py, and numba's cache only notices changes of the
+# caller's own file (a cached copy would keep an edited weno.py's old code).  FMA contraction as
+# the WENO kernels (inlined code takes the caller's flags), so the fused RK update is not bitwise
+# rk_update's (~2e-16).
+@njit(parallel=True, cache=False, fastmath={"contract"})
+def _stage_kernel(P, P0, G, Lc, tx, a1, a3f, deps, alpha, eps, inv_w, inv_phi, scat, has0, dt, c, c0, dphi, dw,
+                  out, PhiHat, rho):
+    """P, P0, tx, out (NX, 3, NS, NW * NPHI); the w and phi terms of a row are formed in row-sized
+    work arrays (L2-resident) and consumed there by the row's RK update."""
+    NX, NV, NS, NWP = P.shape
+    NW = PhiHat.shape[3]
     NP = NWP // NW
-    for r in prange(NROW):
-        for l in range(NW):
-            g = G[r, l] if scat else 0.0
-            lc = Lc[r, l] if scat else 0.0
-            for k in range(l * NP, (l + 1) * NP):
-                v = P[r, k]
-                if scat:
-                    h = g - lc * v
-                    h -= tx[r, k]
-                else:
-                    h = -tx[r, k]
-                h -= tw[r, k]
-                h -= tp[r, k]
-                h = h * dt + v
-                if has0:
-                    h = h * c + c0 * P0[r, k]
-                out[r, k] = h
-        row = out[r]
-        for l in range(NW):
-            PhiHat[r, l] = _pairwise(row, l * NP, NP) * dphi
-        rho[r] = _pairwise(PhiHat[r], 0, NW) * dw
+    for k in prange(NX * NV * NS):
+        i = k // (NV * NS)
+        nu = (k // NS) % NV
+        p = k % NS
+        tw = np.empty(NWP)
+        tp = np.empty(NWP)
+        Prow = P[i, nu, p]
+        d = deps[i, nu, p]
+        _w_row(Prow.reshape((NW, NP)), a1[nu], -d, eps, inv_w, np.empty((NW + 6, NP)), np.empty(NP), np.empty(NP),
+               tw.reshape((NW, NP)))
+        _phi_row(Prow.reshape((NW, NP)), a3f[nu], d, alpha, eps, inv_phi, np.empty(NP + 6), np.empty(NP + 6),
+                 np.empty(NP + 1), tp.reshape((NW, NP)))
+        rho[i, nu, p] = _rk_row(Prow, P0[i, nu, p], G[i, nu, p], Lc[i, nu, p], tx[i, nu, p], tw, tp, scat, has0, dt,
+                                c, c0, dphi, dw, out[i, nu, p], PhiHat[i, nu, p])
 
 
 def rk_update(model, backend, s, Phi0, Phi, G, Lc, terms, dt):
@@ -153,13 +192,39 @@ def rk_update(model, backend, s, Phi0, Phi, G, Lc, terms, dt):
     rows = lambda a: f64(np, a).reshape(nrow, -1)  # noqa: E731
     c, c0 = _bte.RK3[s]
     scat = G is not None
-    dummy = np.zeros((1, 1))
-    out = np.empty_like(P)
+    unused = np.zeros((nrow, NW))  # G and Lc without scattering (not read)
+    out = out_array(model, "RK", P.shape)
     PhiHat = np.empty((NX, NV, NS, NW))
     rho = np.empty((NX, NV, NS))
-    _rk_kernel(P.reshape(nrow, -1), rows(Phi0) if s > 0 else dummy,
-               rows(G) if scat else dummy, rows(Lc) if scat else dummy,
+    _rk_kernel(P.reshape(nrow, -1), rows(Phi0) if s > 0 else P.reshape(nrow, -1),  # Phi0 not read at s = 0
+               rows(G) if scat else unused, rows(Lc) if scat else unused,
                *(rows(t) for t in terms), scat, s > 0, float(dt), float(c), float(c0),
                float(model.dphi), float(model.dw), out.reshape(nrow, -1), PhiHat.reshape(nrow, NW),
                rho.reshape(nrow))
+    return out, rho, PhiHat
+
+
+def stage_update(model, backend, s, Phi0, Phi, G, Lc, tx, deps_dx, A_eps, dt, eps=None):
+    """``rk_update`` with the w and phi terms formed inside (weno_w, weno_phi of Phi): one pass over
+    Phi per stage besides the x term.  (Phi^{s+1}, rho, PhiHat)."""
+    from solver.bsp import weno as _weno
+
+    set_threads(backend)
+    P = f64(np, Phi)
+    NX, NV, NS, NW, NP = P.shape
+    if max(_depth(NW), _depth(NP)) > _LEVELS:
+        raise ValueError(f"RK fast path: NW = {NW} or NPHI = {NP} is beyond the pairwise sums compiled here")
+    eps = _weno._eps(model) if eps is None else float(eps)
+    c, c0 = _bte.RK3[s]
+    scat = G is not None
+    unused = np.zeros((NX, NV, NS, NW))  # G and Lc without scattering (not read)
+    flat = lambda a: f64(np, a).reshape(NX, NV, NS, NW * NP)  # noqa: E731
+    out = out_array(model, "RK", P.shape)
+    PhiHat = np.empty((NX, NV, NS, NW))
+    rho = np.empty((NX, NV, NS))
+    _stage_kernel(flat(P), flat(Phi0 if s > 0 else P), f64(np, G) if scat else unused,
+                  f64(np, Lc) if scat else unused, flat(tx), f64(np, model.a1), f64(np, model.a3_factor),
+                  f64(np, deps_dx), float(A_eps * model.A3), eps, 1.0 / model.dw, 1.0 / model.dphi, scat, s > 0,
+                  float(dt), float(c), float(c0), float(model.dphi), float(model.dw), out.reshape(NX, NV, NS, NW * NP),
+                  PhiHat, rho)
     return out, rho, PhiHat

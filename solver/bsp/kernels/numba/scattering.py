@@ -11,11 +11,13 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit, prange
+from numba import njit, prange, uint64
 
 from solver.bsp import scattering as _scat
 from solver.bsp.kernels import f64
 from solver.bsp.kernels.numba._common import cached, set_threads
+
+_FM = {"contract"}  # FMA contraction only (weno.py)
 
 
 def _branch_table(model, mechanisms):
@@ -75,8 +77,26 @@ def scat_loss(model, backend, eps, W, mechanisms=None):
     return Lc
 
 
-@njit(parallel=True, cache=True, fastmath=False)
+@njit(cache=True, fastmath=_FM)
+def _first(x, l, stop, bound):
+    """The first l' >= l (at most ``stop``) with x + l' >= bound, from an estimate corrected in
+    both directions (x + l' is rounded as in the reference: the test is exact)."""
+    e = min(stop, max(l, int(math.ceil(bound - x))))
+    while e > l and x + (e - 1) >= bound:
+        e -= 1
+    while e < stop and x + e < bound:
+        e += 1
+    return e
+
+
+@njit(parallel=True, cache=True, fastmath=_FM)
 def _gain_kernel(PH, eps, W, s_w, inv_dw, off, bnu2, bsig, bgw, G):
+    """The interpolation rule of scattering.interpolate for r_l = x + l, x = delta / dw, split into
+    the ranges of l where it is regular (r_l is monotone in l): r_l < -0.5 (no contribution);
+    -0.5 <= r_l < 1 (node 0, t = r_l); r_l >= 1 with j = floor(x) + l <= NW - 2 (nodes j, j + 1,
+    t = r_l - j in [0, 1]: contiguous loads, vectorised; where the reference rounds r_l onto the
+    next node, j is one below its node and t = 1, the same value to rounding); the rest (at most
+    the exact top node r_l = NW - 1) by the reference's rule."""
     NX, NV, NS = eps.shape
     NW = PH.shape[3]
     for k in prange(NX * NV * NS):
@@ -92,17 +112,32 @@ def _gain_kernel(PH, eps, W, s_w, inv_dw, off, bnu2, bsig, bgw, G):
                 acc[l] = 0.0
             for q in range(NS):
                 coef = bgw[b] * W[i, nu, p, nu2, q]
-                dl = eps[i, nu, p] - eps[i, nu2, q] + bsig[b]
-                for l in range(NW):
-                    r = dl * inv_dw + l  # Gamma/dw - 1/2
+                x = (eps[i, nu, p] - eps[i, nu2, q] + bsig[b]) * inv_dw
+                lo = _first(x, 0, NW, -0.5)
+                la = _first(x, lo, NW, 1.0)
+                f0 = PH[i, nu2, q, 0]
+                d0 = PH[i, nu2, q, 1] - f0
+                for l in range(lo, la):
+                    acc[l] += coef * (d0 * (x + l) + f0)
+                fx = math.floor(x)
+                lb = la if la >= NW else max(la, min(NW, NW - 1 - int(fx)))
+                j0 = uint64(int(fx) + la) if la < lb else uint64(0)
+                for u in range(uint64(lb - la)):
+                    l = uint64(la) + u
+                    r = x + l
+                    j = j0 + u
+                    f = PH[i, nu2, q, j]
+                    acc[l] += coef * ((PH[i, nu2, q, j + uint64(1)] - f) * (r - (fx + l)) + f)
+                for l in range(lb, NW):
+                    r = x + l
+                    if r > NW - 1:
+                        break
                     ld = math.trunc(r)
                     if r >= -0.5 and (ld <= NW - 2 or r == NW - 1):
                         ldc = min(max(ld, 0.0), NW - 2.0)
-                        t = r - ldc
                         j = int(ldc)
-                        f0 = PH[i, nu2, q, j]
-                        v = (PH[i, nu2, q, j + 1] - f0) * t + f0
-                        acc[l] += coef * v
+                        f = PH[i, nu2, q, j]
+                        acc[l] += coef * ((PH[i, nu2, q, j + 1] - f) * (r - ldc) + f)
             for l in range(NW):
                 G[i, nu, p, l] += acc[l]
         for l in range(NW):

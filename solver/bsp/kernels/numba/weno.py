@@ -1,24 +1,26 @@
 """numba fast paths of the WENO phases (backend "numba"): ``weno_x``, ``weno_w``, ``weno_phi`` take
-exactly the arguments of the array functions of solver/bsp/weno.py and return the same result (the
-arithmetic order of ``weno.weno5_faces`` is kept; tests/test_bsp_kernels_numba_weno.py).
+exactly the arguments of the array functions of solver/bsp/weno.py and return the same result to
+rounding (tests/test_bsp_kernels_numba_weno.py: ~1e-15 relative).
 
-One fused WENO-5 kernel per direction.  ``prange`` over independent line bundles: (nu, p, l) for x
-(the NPHI lines of a bundle lie side by side in memory), (i, nu, p) for w and phi.  Each bundle is
-padded with its ghosts in a thread-local buffer, its faces are computed into a second small buffer,
-and the difference is written straight into the output: no temporaries of Phi's size.  Boundary
-rules as in weno.py: inflow ghosts a1 (rho_eq/rho) Phi at the contacts (or closed contacts:
-constant extension and zero contact faces), partner-angle ghosts below w = 0, top w face 0, the
-bottom face average (h(phi) - h(phi + pi))/2, periodic phi with the Lax-Friedrichs split.
-Only float64 is supported (inputs are converted).
+One fused WENO-5 kernel per direction, vectorised (SIMD) over the contiguous axis: ``prange`` over
+x bundles (nu, p, block of ~512 contiguous (l, phi) values; the x faces swept upwards with the
+previous face row kept) and over (i, nu, p) rows for w (SIMD over phi, faces swept in w) and phi
+(SIMD over the faces of one l).  Each bundle is padded with its ghosts in a thread-local buffer and
+the difference of the faces is written straight into the output: no temporaries of Phi's size.
+The weights take one division per face (``_corr``) instead of four, and fastmath is limited to FMA
+contraction.  Boundary rules as in weno.py: inflow ghosts a1 (rho_eq/rho) Phi at the contacts (or
+closed contacts: constant extension and zero contact faces), partner-angle ghosts below w = 0, top
+w face 0, the bottom face average (h(phi) - h(phi + pi))/2, periodic phi with the Lax-Friedrichs
+split.  Only float64 is supported (inputs are converted).
 """
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
+from numba import njit, prange, uint64
 
 from solver.bsp import weno as _weno
 from solver.bsp.kernels import f64
-from solver.bsp.kernels.numba._common import cached, set_threads
+from solver.bsp.kernels.numba._common import cached, out_array, set_threads
 
 _D0, _D1, _D2 = _weno.D_WEIGHTS  # 0.1, 0.6, 0.3
 
@@ -32,41 +34,41 @@ def _masks(model):
 
 
 # ---------------------------------------------------------------------------- WENO-5 face
-@njit(cache=True, fastmath=False)
+# Every loop that evaluates faces runs over a contiguous axis (phi, or (l, phi) for x) with the
+# bias a select, so that LLVM vectorises it (packed divisions).  fastmath is limited to
+# contraction (FMA): no reassociation, no reciprocal approximations.
+_FM = {"contract"}
+
+
+@njit(cache=True, fastmath=_FM, inline="always")
 def _corr(a, b, c, d, eps):
-    """F(a, b, c, d) in the operation order of weno._correction."""
+    """F(a, b, c, d) of weno._correction with one division instead of four: with
+    q_k = (IS_k + eps)^2 the weights w_k = (d_k / q_k) / sum_j (d_j / q_j) are u_k / S,
+    u_k = d_k prod_{j != k} q_j, S = sum u_k (q_k >= eps^2, so the products of two q neither
+    underflow nor, while |D| < 1e70, overflow)."""
     ab = a - b
     bc = b - c
     cd = c - d
     t = a - 3.0 * b
-    is0 = 13.0 * ab * ab + 3.0 * t * t
+    q0 = 13.0 * ab * ab + 3.0 * t * t + eps
     t = b + c
-    is1 = 13.0 * bc * bc + 3.0 * t * t
+    q1 = 13.0 * bc * bc + 3.0 * t * t + eps
     t = 3.0 * c - d
-    is2 = 13.0 * cd * cd + 3.0 * t * t
-    is0 += eps
-    is1 += eps
-    is2 += eps
-    a0 = _D0 / (is0 * is0)
-    a1 = _D1 / (is1 * is1)
-    a2 = _D2 / (is2 * is2)
-    s = a0 + a1 + a2
-    out = a0 * (bc - ab) * (1.0 / 3.0)
-    a2 -= 0.5 * s
-    out += a2 * (cd - bc) * (1.0 / 6.0)
-    return out / s
+    q2 = 13.0 * cd * cd + 3.0 * t * t + eps
+    q0 *= q0
+    q1 *= q1
+    q2 *= q2
+    u0 = _D0 * (q1 * q2)
+    u2 = _D2 * (q0 * q1)
+    s = u0 + _D1 * (q0 * q2) + u2
+    return (u0 * (bc - ab) * (1.0 / 3.0) + (u2 - 0.5 * s) * (cd - bc) * (1.0 / 6.0)) / s
 
 
-@njit(cache=True, fastmath=False)
+@njit(cache=True, fastmath=_FM, inline="always")
 def _face(g0, g1, g2, g3, g4, g5, left, eps):
-    """h_{l-1/2} from the six padded values g_{l-3..l+2} (padded index l..l+5), weno5_faces order."""
-    h = g2 + g3
-    h *= 7.0
-    h -= g1
-    h -= g4
-    h *= 1.0 / 12.0
-    # branch-free (selects vectorise): left (a, b, c, d) = (D_{l-2}, D_{l-1}, D_l, D_{l+1}), sign +;
-    # right (D_{l+2}, D_{l+1}, D_l, D_{l-1}), sign - (h - F == h + (-F) exactly, as in weno5_faces)
+    """h_{l-1/2} from the six padded values g_{l-3..l+2}: left-biased (a, b, c, d) = (D_{l-2},
+    D_{l-1}, D_l, D_{l+1}) with sign +, else right-biased (D_{l+2}, D_{l+1}, D_l, D_{l-1}), sign -."""
+    h = (7.0 * (g2 + g3) - g1 - g4) * (1.0 / 12.0)
     dm1 = g2 - g1
     dp1 = g4 - g3
     a = (g1 - g0) if left else (g5 - g4)
@@ -77,141 +79,166 @@ def _face(g0, g1, g2, g3, g4, g5, left, eps):
 
 
 # ---------------------------------------------------------------------------- x
-@njit(parallel=True, cache=True, fastmath=False)
-def _dx_kernel(Phi, a1, in_l, in_r, left, r0, rL, closed, eps, inv, out):
-    NX, NV, NS, NW, NP = Phi.shape
-    for k in prange(NV * NS * NW):
-        nu = k // (NS * NW)
-        p = (k // NW) % NS
-        l = k % NW
-        gp = np.empty((NX + 6, NP))
-        f = np.empty((NX + 1, NP))
+_X_VALUES = 512  # values per x node of one x bundle: whole (l, phi) rows, ceil(_X_VALUES / NPHI) angles
+
+
+@njit(parallel=True, cache=True, fastmath=_FM)
+def _dx_kernel(Phi, a1, in_l, in_r, left, r0, rL, closed, eps, inv, V, out):
+    """Phi, out (NX, 3, NS, NW * NP); a1, in_l, in_r, left (3, NW * NP).  Items (nu, p, block of
+    V contiguous (l, phi) values); the x faces are swept upwards keeping the previous face row.
+    The column index is unsigned (c0 + v: no negative-index wrap-around, so the loops vectorise)."""
+    NX, NV, NS, NWP = Phi.shape
+    nblk = (NWP + V - 1) // V
+    for k in prange(NV * NS * nblk):
+        nu = k // (NS * nblk)
+        p = (k // nblk) % NS
+        c0 = uint64((k % nblk) * V)
+        n = uint64(min(NWP - (k % nblk) * V, V))
+        gp = np.empty((NX + 6, V))
+        fp = np.empty(V)
+        lf = np.empty(V, dtype=np.bool_)
         for i in range(NX):
-            for m in range(NP):
-                gp[i + 3, m] = Phi[i, nu, p, l, m] * a1[nu, l, m]
-        for m in range(NP):
-            g0 = gp[3, m]
-            gL = gp[NX + 2, m]
+            for v in range(n):
+                gp[i + 3, v] = Phi[i, nu, p, c0 + v] * a1[nu, c0 + v]
+        for v in range(n):
+            lf[v] = left[nu, c0 + v] != 0
+            g0 = gp[3, v]
+            gL = gp[NX + 2, v]
             if not closed:
-                if in_l[nu, l, m]:
+                if in_l[nu, c0 + v]:
                     g0 = g0 * r0[nu, p]
-                if in_r[nu, l, m]:
+                if in_r[nu, c0 + v]:
                     gL = gL * rL[nu, p]
             for q in range(3):
-                gp[q, m] = g0
-                gp[NX + 3 + q, m] = gL
-        for j in range(NX + 1):
-            for m in range(NP):
-                f[j, m] = _face(gp[j, m], gp[j + 1, m], gp[j + 2, m], gp[j + 3, m], gp[j + 4, m],
-                                gp[j + 5, m], left[nu, l, m] != 0, eps)
-        if closed:
-            for m in range(NP):
-                f[0, m] = 0.0
-                f[NX, m] = 0.0
-        for i in range(NX):
-            for m in range(NP):
-                out[i, nu, p, l, m] = (f[i + 1, m] - f[i, m]) * inv
+                gp[q, v] = g0
+                gp[NX + 3 + q, v] = gL
+        for v in range(n):
+            fp[v] = 0.0 if closed else _face(gp[0, v], gp[1, v], gp[2, v], gp[3, v], gp[4, v], gp[5, v],
+                                             lf[v], eps)
+        for j in range(1, NX):
+            for v in range(n):
+                fc = _face(gp[j, v], gp[j + 1, v], gp[j + 2, v], gp[j + 3, v], gp[j + 4, v], gp[j + 5, v],
+                           lf[v], eps)
+                out[j - 1, nu, p, c0 + v] = (fc - fp[v]) * inv
+                fp[v] = fc
+        for v in range(n):
+            fc = 0.0 if closed else _face(gp[NX, v], gp[NX + 1, v], gp[NX + 2, v], gp[NX + 3, v],
+                                          gp[NX + 4, v], gp[NX + 5, v], lf[v], eps)
+            out[NX - 1, nu, p, c0 + v] = (fc - fp[v]) * inv
 
 
 def weno_x(model, backend, Phi, rho_eq0, rho_eqL, rho0, rhoL, closed=False, eps=None):
-    """weno.weno_x (same arguments, same result)."""
+    """weno.weno_x (same arguments, same result to rounding)."""
     set_threads(backend)
     eps = _weno._eps(model) if eps is None else float(eps)
     Phi = f64(np, Phi)
-    NS = Phi.shape[2]
+    NX, NV, NS, NW, NP = Phi.shape
     if closed:
-        r0 = rL = np.ones((Phi.shape[1], NS))
+        r0 = rL = np.ones((NV, NS))
     else:
         r0 = f64(np, np.asarray(rho_eq0) / np.asarray(rho0))
         rL = f64(np, np.asarray(rho_eqL) / np.asarray(rhoL))
-    in_l, in_r, left = _masks(model)
-    out = np.empty_like(Phi)
-    _dx_kernel(Phi, f64(np, model.a1), in_l, in_r, left, r0, rL, bool(closed), eps, 1.0 / model.dx, out)
+    in_l, in_r, left = (a.reshape(NV, NW * NP) for a in _masks(model))
+    out = out_array(model, "WENO_x", Phi.shape)
+    V = min(NW, -(-_X_VALUES // NP)) * NP
+    _dx_kernel(Phi.reshape(NX, NV, NS, NW * NP), f64(np, model.a1).reshape(NV, NW * NP), in_l, in_r, left,
+               r0, rL, bool(closed), eps, 1.0 / model.dx, V, out.reshape(NX, NV, NS, NW * NP))
     return out
 
 
 # ---------------------------------------------------------------------------- w
-@njit(parallel=True, cache=True, fastmath=False)
+@njit(cache=True, fastmath=_FM, inline="always")
+def w_row(P, a1n, md, eps, inv, gp, h0, f, out):
+    """The w term of one (i, nu, p) row: P (NW, NP) the row of Phi, a1n (NW, NP) = a1[nu], md =
+    -deps_dx[i, nu, p]; gp (NW + 6, NP), h0 and f (NP) work arrays; out (NW, NP).  Faces swept in w
+    (SIMD over phi) with the previous face row kept."""
+    NW, NP = P.shape
+    half = NP // 2
+    for l in range(NW):
+        for m in range(NP):
+            gp[l + 3, m] = (a1n[l, m] * md) * P[l, m]
+    for m in range(NP):
+        mp = (m + half) % NP
+        for q in range(3):  # g_{-q-1}(phi) = a2(w_q, phi) Phi(w_q, phi + pi): padded 2 - q
+            gp[2 - q, m] = (a1n[q, m] * md) * P[q, mp]
+            gp[NW + 3 + q, m] = gp[NW + 2, m]
+    for m in range(NP):
+        h0[m] = _face(gp[0, m], gp[1, m], gp[2, m], gp[3, m], gp[4, m], gp[5, m], (a1n[0, m] * md) > 0.0, eps)
+    for m in range(NP):  # bottom face (h(phi) - h(phi + pi)) / 2
+        f[m] = 0.5 * (h0[m] - h0[(m + half) % NP])
+    for j in range(1, NW):
+        for m in range(NP):
+            fc = _face(gp[j, m], gp[j + 1, m], gp[j + 2, m], gp[j + 3, m], gp[j + 4, m], gp[j + 5, m],
+                       (a1n[0, m] * md) > 0.0, eps)
+            out[j - 1, m] = (fc - f[m]) * inv
+            f[m] = fc
+    for m in range(NP):  # top face 0
+        out[NW - 1, m] = -f[m] * inv
+
+
+@njit(parallel=True, cache=True, fastmath=_FM)
 def _dw_kernel(Phi, a1, deps, eps, inv, out):
     NX, NV, NS, NW, NP = Phi.shape
-    half = NP // 2
     for k in prange(NX * NV * NS):
         i = k // (NV * NS)
         nu = (k // NS) % NV
         p = k % NS
-        md = -deps[i, nu, p]
-        gp = np.empty((NW + 6, NP))
-        f = np.empty((NW + 1, NP))
-        h0 = np.empty(NP)
-        for l in range(NW):
-            for m in range(NP):
-                gp[l + 3, m] = (a1[nu, l, m] * md) * Phi[i, nu, p, l, m]
-        for m in range(NP):
-            mp = (m + half) % NP
-            for q in range(3):  # g_{-q-1}(phi) = a2(w_q, phi) Phi(w_q, phi + pi): padded 2 - q
-                gp[2 - q, m] = (a1[nu, q, m] * md) * Phi[i, nu, p, q, mp]
-                gp[NW + 3 + q, m] = gp[NW + 2, m]
-        for j in range(NW + 1):
-            for m in range(NP):
-                f[j, m] = _face(gp[j, m], gp[j + 1, m], gp[j + 2, m], gp[j + 3, m], gp[j + 4, m],
-                                gp[j + 5, m], (a1[nu, 0, m] * md) > 0.0, eps)
-        for m in range(NP):
-            h0[m] = f[0, m]
-        for m in range(NP):
-            f[0, m] = 0.5 * (h0[m] - h0[(m + half) % NP])
-            f[NW, m] = 0.0
-        for l in range(NW):
-            for m in range(NP):
-                out[i, nu, p, l, m] = (f[l + 1, m] - f[l, m]) * inv
+        w_row(Phi[i, nu, p], a1[nu], -deps[i, nu, p], eps, inv, np.empty((NW + 6, NP)), np.empty(NP), np.empty(NP),
+              out[i, nu, p])
 
 
 def weno_w(model, backend, Phi, deps_dx, eps=None):
-    """weno.weno_w (same arguments, same result)."""
+    """weno.weno_w (same arguments, same result to rounding)."""
     set_threads(backend)
     eps = _weno._eps(model) if eps is None else float(eps)
     Phi = f64(np, Phi)
-    out = np.empty_like(Phi)
+    out = out_array(model, "WENO_w", Phi.shape)
     _dw_kernel(Phi, f64(np, model.a1), f64(np, deps_dx), eps, 1.0 / model.dw, out)
     return out
 
 
 # ---------------------------------------------------------------------------- phi
-@njit(parallel=True, cache=True, fastmath=False)
+@njit(cache=True, fastmath=_FM, inline="always")
+def phi_row(P, a3n, d, alpha, eps, inv, gpp, gpm, f, out):
+    """The phi term of one (i, nu, p) row: P (NW, NP), a3n (NW, NP) = a3_factor[nu], d =
+    deps_dx[i, nu, p]; gpp, gpm (NP + 6), f (NP + 1) work arrays; out (NW, NP).  SIMD over the faces."""
+    NW, NP = P.shape
+    for l in range(NW):
+        for m in range(NP):
+            a3 = a3n[l, m] * d
+            v = P[l, m]
+            gpp[m + 3] = ((a3 + alpha) * v) * 0.5
+            gpm[m + 3] = ((a3 - alpha) * v) * 0.5
+        for q in range(3):  # periodic ghosts
+            gpp[q] = gpp[NP + q]
+            gpm[q] = gpm[NP + q]
+            gpp[NP + 3 + q] = gpp[3 + q]
+            gpm[NP + 3 + q] = gpm[3 + q]
+        for j in range(NP):  # Lax-Friedrichs split: g+ left-biased, g- right-biased
+            f[j] = (_face(gpp[j], gpp[j + 1], gpp[j + 2], gpp[j + 3], gpp[j + 4], gpp[j + 5], True, eps)
+                    + _face(gpm[j], gpm[j + 1], gpm[j + 2], gpm[j + 3], gpm[j + 4], gpm[j + 5], False, eps))
+        f[NP] = f[0]  # periodic: face NP has the stencil of face 0
+        for m in range(NP):
+            out[l, m] = (f[m + 1] - f[m]) * inv
+
+
+@njit(parallel=True, cache=True, fastmath=_FM)
 def _dphi_kernel(Phi, a3f, deps, alpha, eps, inv, out):
     NX, NV, NS, NW, NP = Phi.shape
     for k in prange(NX * NV * NS):
         i = k // (NV * NS)
         nu = (k // NS) % NV
         p = k % NS
-        d = deps[i, nu, p]
-        gpp = np.empty(NP + 6)
-        gpm = np.empty(NP + 6)
-        f = np.empty(NP + 1)
-        for l in range(NW):
-            for m in range(NP):
-                a3 = a3f[nu, l, m] * d
-                P = Phi[i, nu, p, l, m]
-                gpp[m + 3] = ((a3 + alpha) * P) * 0.5
-                gpm[m + 3] = ((a3 - alpha) * P) * 0.5
-            for q in range(3):  # periodic ghosts
-                gpp[q] = gpp[NP + q]
-                gpm[q] = gpm[NP + q]
-                gpp[NP + 3 + q] = gpp[3 + q]
-                gpm[NP + 3 + q] = gpm[3 + q]
-            for j in range(NP + 1):
-                hp = _face(gpp[j], gpp[j + 1], gpp[j + 2], gpp[j + 3], gpp[j + 4], gpp[j + 5], True, eps)
-                hm = _face(gpm[j], gpm[j + 1], gpm[j + 2], gpm[j + 3], gpm[j + 4], gpm[j + 5], False, eps)
-                f[j] = hp + hm
-            for m in range(NP):
-                out[i, nu, p, l, m] = (f[m + 1] - f[m]) * inv
+        phi_row(Phi[i, nu, p], a3f[nu], deps[i, nu, p], alpha, eps, inv, np.empty(NP + 6), np.empty(NP + 6), np.empty(NP + 1),
+                out[i, nu, p])
 
 
 def weno_phi(model, backend, Phi, deps_dx, A_eps, eps=None):
-    """weno.weno_phi (same arguments, same result)."""
+    """weno.weno_phi (same arguments, same result to rounding)."""
     set_threads(backend)
     eps = _weno._eps(model) if eps is None else float(eps)
     Phi = f64(np, Phi)
     alpha = float(A_eps * model.A3)
-    out = np.empty_like(Phi)
+    out = out_array(model, "WENO_phi", Phi.shape)
     _dphi_kernel(Phi, f64(np, model.a3_factor), f64(np, deps_dx), alpha, eps, 1.0 / model.dphi, out)
     return out
