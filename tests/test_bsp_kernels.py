@@ -47,7 +47,7 @@ def test_numba_table():
     m, ma = model(), model("numerics.kernels=array")
     assert kernels.REGISTRY.table("numba") == {"WENO_x": nweno.weno_x, "WENO_w": nweno.weno_w,
                                                "WENO_phi": nweno.weno_phi, "scat_gain": scattering.scat_gain,
-                                               "scat_loss": scattering.scat_loss, "RK": rk.rk_update, "eigen": niter.eigen,
+                                               "scat_loss": scattering.scat_loss, "RK": rk.rk_update, "RK_wphi": rk.stage_update, "eigen": niter.eigen,
                                                "Frechet": niter.frechet, "construct_linsys": niter.construct_linsys,
                                                "solve_linsys": niter.solve_linsys, "newton_rhs": niter.newton_rhs,
                                                "newton_norms": niter.newton_norms}
@@ -178,7 +178,7 @@ def test_implementations_numba():
         assert impl[p].startswith("solver.bsp.kernels.numba."), impl[p]
     assert impl["eigen"] == "solver.bsp.kernels.numba.iter.eigen"  # no variant key on the CPU
     assert impl["RK"] == "solver.bsp.kernels.numba.rk.rk_update [numerics.bte_kernels=fast]"  # fused + DENS
-    assert impl["RK_wphi"] == "solver.bsp.bte.stage_update"  # no fused w + phi + RK kernel on numba
+    assert impl["RK_wphi"] == "solver.bsp.kernels.numba.rk.stage_update [numerics.bte_kernels=fast]"  # w + phi + RK
     assert kernels.implementations(model("numerics.kernels=array"), be) == kernels.REFERENCE
 
 

@@ -22,7 +22,7 @@ choose among the CUDA kernels); ``implementations`` says, per phase, which funct
 (written into run.json).  ``RK`` (the stage update fused with the loss product, the sum of the terms
 and DENS) exists in the cupy table (agrees with the reference to 1e-12) and the numba table
 (bit-identical to it) and runs only with ``numerics.bte_kernels: fast``; without it the stage is
-formed by bte.rhs + bte.rk3_combine and DENS as before.  ``RK_wphi`` (cupy only, also
+formed by bte.rhs + bte.rk3_combine and DENS as before.  ``RK_wphi`` (cupy and numba, also
 ``numerics.bte_kernels: fast``) is RK with the WENO w and phi terms formed in the same kernel
 (reference bte.stage_update); where it exists bte.advance uses it instead of WENO_w + WENO_phi + RK.
 

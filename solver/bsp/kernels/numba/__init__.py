@@ -5,7 +5,7 @@ needs numba (ModuleNotFoundError otherwise: the phases stay on the array referen
     weno.py        WENO_x, WENO_w, WENO_phi
     scattering.py  scat_gain, scat_loss
     rk.py          RK (the stage update fused with the loss product, the sum of the terms and DENS);
-                   stage_update (also the w and phi terms in the same pass; not in the table yet)
+                   stage_update = RK_wphi (also the w and phi terms in the same pass)
     iter.py        eigen, Frechet, construct_linsys, solve_linsys, newton_rhs, newton_norms (ITER)
 
 Kernels are compiled on first use (``cache=True``: later processes load them from __pycache__).
@@ -21,6 +21,7 @@ TABLE = {
     "scat_gain": scattering.scat_gain,
     "scat_loss": scattering.scat_loss,
     "RK": rk.rk_update,
+    "RK_wphi": rk.stage_update,
     "eigen": iter_.eigen,
     "Frechet": iter_.frechet,
     "construct_linsys": iter_.construct_linsys,

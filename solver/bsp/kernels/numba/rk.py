@@ -15,7 +15,7 @@ rho = (sum_l PhiHat) dw, each sum in NumPy's pairwise order (``_pairwise``: the 
 ``ndarray.sum`` over a contiguous last axis), so the result does not depend on the thread count
 and equals the array code's.  Only float64 is supported (inputs are converted).
 
-``stage_update`` (not yet called by bte.advance) goes one step further: the w and phi terms of each
+``stage_update`` (phase key RK_wphi: bte.advance calls it in place of WENO_w + WENO_phi + RK) goes one step further: the w and phi terms of each
 row are formed in row buffers inside the same pass (weno.w_row / weno.phi_row), so only the x term
 is read from memory; ~2e-16 of rk_update on the separate fast paths' terms
 (docs/performance-numba-kernels.md §7).
@@ -153,11 +153,12 @@ def _rk_kernel(P, P0, G, Lc, tx, tw, tp, scat, has0, dt, c, c0, dphi, dw, out, P
                          PhiHat[r])
 
 
-# Not cached: it inlines w_row / phi_row of weno.py, and numba's cache only notices changes of the
-# caller's own file (a cached copy would keep an edited weno.py's old code).  FMA contraction as
-# the WENO kernels (inlined code takes the caller's flags), so the fused RK update is not bitwise
-# rk_update's (~2e-16).
-@njit(parallel=True, cache=False, fastmath={"contract"})
+# Inlines w_row / phi_row of weno.py.  numba's cache only notices changes of the caller's own file:
+# after editing weno.py, delete the numba cache files (docs/developing.md); the tests compare this kernel
+# with the separate WENO + RK kernels, so a stale cache fails them.  FMA contraction as the WENO
+# kernels (inlined code takes the caller's flags), so the fused RK update is not bitwise rk_update's
+# (~2e-16).
+@njit(parallel=True, cache=True, fastmath={"contract"})
 def _stage_kernel(P, P0, G, Lc, tx, a1, a3f, deps, alpha, eps, inv_w, inv_phi, scat, has0, dt, c, c0, dphi, dw,
                   out, PhiHat, rho):
     """P, P0, tx, out (NX, 3, NS, NW * NPHI); the w and phi terms of a row are formed in row-sized
