@@ -243,6 +243,25 @@ rule bsp_fig6_001_convergence:
         "../scripts/bsp_convergence.py"
 
 
+rule bsp_validate:
+    """The coarse 0.1 ps validation against the authors' reference outputs (mean current, N_s(x),
+    j(x), mass within 1 %, steps within one): python -m solver bsp validate on the run of the
+    reference's mesh 6x33x33x150x24 to 0.1 ps with bsp.validation.variant; fails when a check fails."""
+    input:
+        run=bsp_run("ps0.1", BSP_VALIDATION_MESH, BSP_VALIDATION_VARIANT),
+        profiles=bsp_run("ps0.1", BSP_VALIDATION_MESH, BSP_VALIDATION_VARIANT, "profiles.csv"),
+    output:
+        report(res("bsp", "tables", "validation_coarse.csv"), **_caption("bsp_validate", "001", "convergence")),
+    params:
+        run_dir=lambda wc, input: os.path.dirname(input.run),
+        reference=f"--reference {shlex.quote(str(BSP_VALIDATION_REFERENCE))}" if BSP_VALIDATION_REFERENCE else "",
+    localrule: True
+    log:
+        logf("bsp", "validate"),
+    shell:
+        "{SOLVER} bsp validate {params.run_dir:q} {params.reference} --csv {output:q} > {log:q} 2>&1"
+
+
 rule bsp_fig1_geometry:
     """Fig 1 of 000/001: geometry, doping, oxide and gates from the run configuration."""
     input:
@@ -278,8 +297,8 @@ rule bsp_doc_tables:
         "../scripts/bsp_doc.py"
 
 
-_BASELINE_FINAL = dict(fields=bsp_run(bsp_steps("timing"), BSP_TIMING_MESH, BSP_BASELINE, "fields.h5"),
-                       run=bsp_run(bsp_steps("timing"), BSP_TIMING_MESH, BSP_BASELINE, "run.json"))
+_BASELINE_FINAL = dict(fields=bsp_run(bsp_steps("timing", BSP_BASELINE), BSP_TIMING_MESH, BSP_BASELINE, "fields.h5"),
+                       run=bsp_run(bsp_steps("timing", BSP_BASELINE), BSP_TIMING_MESH, BSP_BASELINE, "run.json"))
 
 
 rule bsp_fig4_001_sturm:
@@ -495,6 +514,7 @@ if enabled("bsp"):
         *rules.bsp_scaling.output,
         *rules.bsp_table7_001_grids.output,
         *rules.bsp_fig6_001_convergence.output,
+        *(rules.bsp_validate.output if BSP_VALIDATION else []),
         *rules.bsp_compare.output,
         *rules.bsp_table2_000_krylov.output,
         *rules.bsp_table4_000_kernel_profile.output,

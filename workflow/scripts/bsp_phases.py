@@ -10,13 +10,17 @@ from solver.bsp import analysis as A
 
 runs = pd.read_csv(snakemake.input[0])
 out = snakemake.output
+machine = str(runs["machine"].iloc[0]) if len(runs) else ""
 t5 = A.phase_table(runs, A.TABLE5_000)
-io.write_csv(t5, out.table5, index=True)
+# the papers' printed rows beside ours (source column): Table 5 of 000, Tables 2-3 of 001's speedups
+io.write_csv(A.with_source(t5, machine, A.paper_table5_000()), out.table5, index=True)
 io.write_csv(A.phase_table(runs, A.TABLE2_001), out.table2, index=True)
 io.write_csv(A.phase_table(runs, A.TABLE3_001), out.table3, index=True)
-io.write_csv(A.speedups(t5, snakemake.params.baseline), out.speedups000, index=True)
+io.write_csv(A.with_source(A.speedups(t5, snakemake.params.baseline), machine, A.paper_speedups_000()),
+             out.speedups000, index=True)
 t23 = A.phase_table(runs, {**A.TABLE2_001, **A.TABLE3_001})
-io.write_csv(A.speedups(t23, snakemake.params.baseline), out.speedups001, index=True)
+io.write_csv(A.with_source(A.speedups(t23, snakemake.params.baseline), machine, A.paper_speedups_001()),
+             out.speedups001, index=True)
 w = pd.concat({
     "top": A.weights(runs, "step", A.TOP),
     "BTE": A.weights(runs, "BTE", A.BTE_KERNELS),
