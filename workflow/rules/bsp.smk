@@ -403,6 +403,35 @@ rule bsp_table4_000_kernel_profile:
         "{params.gemm} --out {output.table:q} > {log:q} 2>&1"
 
 
+rule bsp_tables5_6_001_ncu:
+    """Table 4 of 000 and Tables 5-6 of 001 with hardware counters (GPU with Nsight Compute's ncu;
+    config bsp.profile.ncu): every CUDA kernel of the last of bsp.profile.ncu_steps time steps of a
+    cupy run on the timing mesh (python -m solver bsp ncu-profile): GFLOP/s, DRAM GB/s and its share
+    of the copy bandwidth measured by bsp_table4_000_kernel_profile, L2 hit rate, global-load
+    efficiency, memory and SM throughput per kernel and averaged per phase, beside the papers'."""
+    input:
+        cfg=BSP_RUN_CONFIG,
+        ceilings=rules.bsp_table4_000_kernel_profile.output.ceilings,
+    output:
+        table=report(res("bsp", "kernels", "ncu_kernels.csv"), **_caption("bsp_tables5_6_001_ncu", "001", "kernels")),
+        phases=report(res("bsp", "kernels", "ncu_kernels_phases.csv"), **_caption("bsp_tables5_6_001_ncu", "001", "kernels")),
+        raw=res("bsp", "kernels", "ncu_kernels_raw.csv"),
+        run=res("bsp", "kernels", "ncu_kernels.run.json"),
+    params:
+        sets=bsp_mesh_sets(BSP_TIMING_MESH),
+        steps=bsp_get("profile", "ncu_steps", default=2),
+    threads: BSP_EXCLUSIVE_THREADS
+    resources:
+        **cluster(gpu=1, mem_mb=bsp_mem_mb(BSP_TIMING_MESH), runtime=60),
+    log:
+        logf("bsp", "ncu"),
+    benchmark:
+        bench("bsp", "ncu")
+    shell:
+        "{SOLVER} bsp ncu-profile {input.cfg:q} {params.sets} --steps {params.steps} --ceilings {input.ceilings:q} "
+        "--out {output.table:q} > {log:q} 2>&1"
+
+
 rule bsp_tables1_4_001_iter_kernels:
     """Tables 1 and 4 of 001 (GPU only): the IPIM kernels A (matrix from global memory) and B
     (shared memory) per call x eigen calls per step for NZ = 33, 49, 65, 97, 129 (NX 65, N_sbn 6,
@@ -521,6 +550,8 @@ if enabled("bsp"):
     ]
     if bsp_bench_cases():
         BSP_TARGETS += list(rules.bsp_bench.output)
+    if BSP_NCU:
+        BSP_TARGETS += list(rules.bsp_tables5_6_001_ncu.output)
     if USE_GPU:
         BSP_TARGETS += list(rules.bsp_tables1_4_001_iter_kernels.output)
         BSP_TARGETS += list(rules.bsp_fig10_000_overlap.output)

@@ -213,6 +213,10 @@ BSP_GRID_MESHES = bsp_meshes(bsp_get("grids", "table", default="config/bsp/grids
 # the coarse 0.1 ps validation against the authors' reference (rule bsp_validate): a run of the
 # reference's mesh to 0.1 ps with bsp.validation.variant (the convergence sequence's run when it
 # has the same mesh and variant), compared by `python -m solver bsp validate`
+# hardware counters (rule bsp_tables5_6_001_ncu) with the GPU where ncu exists (bsp.profile.ncu: auto),
+# or always (true: a missing ncu fails the rule), or never; without them the counted table stands
+_ncu = bsp_get("profile", "ncu", default="auto")
+BSP_NCU = USE_GPU and (_ncu is True or (_ncu == "auto" and __import__("shutil").which("ncu") is not None))
 BSP_VALIDATION = bool(bsp_get("validation", "enabled", default=True))
 BSP_VALIDATION_MESH = "6x33x33x150x24"
 BSP_VALIDATION_VARIANT = bsp_get("validation", "variant", default="numpy_t1")
