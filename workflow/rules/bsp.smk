@@ -141,7 +141,7 @@ rule bsp_phase_tables:
         table3=report(res("bsp", "tables", "table3_iter_001.csv"), **_caption("bsp_table3_001", "001", "phase timing")),
         speedups000=report(res("bsp", "tables", "fig15_speedups_000.csv"), **_caption("bsp_fig15_000", "000", "phase timing")),
         speedups001=report(res("bsp", "tables", "fig7_9_speedups_001.csv"), **_caption("bsp_fig7_001", "001", "phase timing")),
-        weights=res("bsp", "tables", "fig11_13_weights_000.csv"),
+        weights=report(res("bsp", "tables", "fig11_13_weights_000.csv"), **_caption("bsp_fig11_000", "000", "phase timing")),
     params:
         baseline=BSP_BASELINE,
     localrule: True

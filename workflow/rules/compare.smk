@@ -1,8 +1,8 @@
 # Machines side by side (issue #15, docs/workflow.md "Several machines side by side"): per study,
 # every machine's times under results/<machine>/ with their ratios against each machine's measured
 # copy bandwidth and FP64 rate (solver/compare.py), written to results/compare/.  Included last:
-# this machine's own outputs of the enabled studies are inputs (made first); the files found under
-# results/ are read as they are, never regenerated here (a param: a new file re-runs the rule).
+# this machine's own outputs of the enabled studies are inputs (made first); the other files found
+# under results/ are read as they are, never regenerated here (a param: a new one re-runs the rule).
 # On committed results alone:
 #   snakemake --cores 1 --configfile config/compare.yaml
 COMPARE_STUDY_FILES = {
@@ -19,12 +19,12 @@ def _compare_own(study):
     if not enabled(study):
         return []
     if study == "bsp":
-        own = [res("bsp", "tables", "timing_runs.csv"), *rules.bsp_table4_000_kernel_profile.output.table]
+        own = [res("bsp", "tables", "timing_runs.csv"), rules.bsp_table4_000_kernel_profile.output.table]
         return own + ([rules.bsp_bench.output.steps] if bsp_bench_cases() else [])
     if study == "collision":
         return list(rules.collision_bench.output)
     if study == "rgf":
-        return list(rules.rgf_table3_fig7_cases.output.csv)
+        return [rules.rgf_table3_fig7_cases.output.csv]
     return [f for f in _vecops_csvs() if not f.endswith("table1.csv")]
 
 
@@ -57,7 +57,8 @@ rule compare_study:
         study="|".join(COMPARE_STUDY_FILES),
     params:
         root=RESULTS,
-        found=lambda wc: _compare_found(COMPARE_STUDY_FILES[wc.study] + COMPARE_CEILING_FILES),
+        found=lambda wc: sorted(set(_compare_found(COMPARE_STUDY_FILES[wc.study] + COMPARE_CEILING_FILES))
+                                - set(_compare_own(wc.study)) - set(_compare_own_ceilings())),
         reference=list(config.get("compare", {}).get("reference", ["nvidia-h100"])),
     localrule: True
     log:
@@ -75,7 +76,7 @@ rule compare_ceilings:
                category="Machines side by side"),
     params:
         root=RESULTS,
-        found=_compare_found(COMPARE_CEILING_FILES),
+        found=sorted(set(_compare_found(COMPARE_CEILING_FILES)) - set(_compare_own_ceilings())),
     localrule: True
     log:
         str(Path(RESULTS, "compare", "logs", "ceilings.log")),
