@@ -139,6 +139,26 @@ def paper_table7_001(meshes) -> pd.DataFrame:
     return pd.DataFrame.from_dict(rows, orient="index", columns=cols)
 
 
+# Table 3 of 000: calls per time step of its CUDA kernels, mapped onto our phases (the three RK
+# kernels once each; DENS: compute_integrated_pdf_energy and integrated_phitilde, 3 each; the
+# OpenMP functions of ITER: '?' in the paper, NaN here)
+PAPER_000_TABLE3 = {"BTE/WENO_x": 3, "BTE/WENO_w": 3, "BTE/WENO_phi": 3, "BTE/scat_gain": 3, "BTE/scat_loss": 3,
+                    "BTE/RK": 3, "DENS": 6, "ITER/eigen": np.nan, "ITER/Frechet": np.nan, "ITER/solve_linsys": np.nan}
+
+
+def paper_runs_000() -> pd.DataFrame:
+    """Table 5 of 000 as a runs table (our phase names where its columns are one of ours: step,
+    BTE, DENS, ITER, ITER/eigen = Schrod., ITER/Frechet = NR kernel, ITER/solve_linsys = lin. sys.),
+    for the weights of Figs 11 and 13; variant = the row label with the paper's hardware."""
+    t = paper_table5_000()
+    runs = pd.DataFrame({"variant": t.index, "backend": "paper", "threads": [k[1] for k in PAPER_000_TABLE5],
+                         "step": t["step"].to_numpy(), "BTE": t["BTE"].to_numpy(), "DENS": t["DENS"].to_numpy(),
+                         "ITER": t["ITER"].to_numpy(), "ITER/eigen": t["Schrod."].to_numpy(),
+                         "ITER/Frechet": t["NR kernel"].to_numpy(), "ITER/solve_linsys": t["lin. sys."].to_numpy()})
+    keep = [0, len(runs) - 2, len(runs) - 1]  # the versions of Figs 11-13: sequential, omp (16), omp + cuda
+    return runs.iloc[keep].reset_index(drop=True)
+
+
 def paper_thread_count(label: str) -> int | None:
     """Thread count of a paper row label ('... OMP 8-core', '..., 16 threads'); None for a GPU row."""
     import re
@@ -177,6 +197,9 @@ def parse_variant(name: str) -> tuple[str, int]:
 
 
 def variant_label(name: str) -> str:
+    """'numba 8 threads', 'GPU (cupy)'; a paper's row label as it is."""
+    if str(name).startswith("paper"):
+        return str(name).replace(PAPER_000_HW, "paper 000 (E5-2630, K40c)")
     b, t = parse_variant(name)
     if b == "cupy":
         return "GPU (cupy)"
@@ -325,7 +348,7 @@ def phase_table(runs: pd.DataFrame, columns: dict = TABLE5_000, by=("variant",))
 
 
 def _ordered(runs: pd.DataFrame) -> pd.DataFrame:
-    rank = runs["backend"].map({"numpy": 0, "numba": 1, "cupy": 2}).fillna(3)
+    rank = runs["backend"].map({"numpy": 0, "numba": 1, "cupy": 2, "paper": 4}).fillna(3)
     return runs.assign(_r=rank).sort_values(["_r", "threads"]).drop(columns="_r")
 
 

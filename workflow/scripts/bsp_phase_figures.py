@@ -9,11 +9,12 @@ from solver.bsp import analysis as A
 
 runs = pd.read_csv(snakemake.input[0])
 out, mesh, base = snakemake.output, snakemake.params.mesh, snakemake.params.baseline
-io.save_figure(A.plot_weights(A.weights(runs, "step", A.TOP), A.TOP,
+with_paper = pd.concat([runs, A.paper_runs_000()])  # Table 5 of 000's versions as the last bars
+io.save_figure(A.plot_weights(A.weights(with_paper, "step", A.TOP), A.TOP,
                               f"Fig 11 (000): weight of BTE / DENS / ITER per time step, mesh {mesh}"), out.fig11)
 io.save_figure(A.plot_weights(A.weights(runs, "BTE", A.BTE_KERNELS), A.BTE_KERNELS,
                               f"Fig 12 (000): weight of the BTE kernels, mesh {mesh}"), out.fig12)
-io.save_figure(A.plot_weights(A.weights(runs, "ITER", A.ITER_STEPS), A.ITER_STEPS,
+io.save_figure(A.plot_weights(A.weights(with_paper, "ITER", A.ITER_STEPS), A.ITER_STEPS,
                               f"Fig 13 (000): weight of the ITER steps, mesh {mesh}"), out.fig13)
 paper001 = A.paper_speedups_001()
 io.save_figure(A.plot_speedups(A.speedups(A.phase_table(runs, A.TABLE5_000), base),
