@@ -25,13 +25,17 @@
 #         Table 2 of 000 (bsp_table2_000_krylov: ILUT + 10 Krylov solvers on the captured Newton
 #         systems, solver.bsp.krylov);
 #         Table 4 of 000 and Tables 5-6 of 001 (bsp_table4_000_kernel_profile: counted flops and
-#         bytes over measured time per BTE kernel, share of the measured ceilings; no hardware
-#         counters);
+#         bytes over measured time per BTE kernel, share of the measured ceilings);
 #         Tables 1 and 4 of 001 (bsp_tables1_4_001_iter_kernels, GPU only: IPIM kernels A/B per
 #         step for NZ = 33..129; per-step time of every ITER CUDA kernel on the standard mesh);
 #         Fig 10 of 000 (bsp_fig10_000_overlap, GPU only: the step with and without
 #         numerics.overlap, the next stage's WENO_x on a second CUDA stream while ITER runs);
+#         Table 4 of 000 and Tables 5-6 of 001 with hardware counters (bsp_tables5_6_001_ncu,
+#         GPU with Nsight Compute's ncu);
+#   check: the coarse 0.1 ps validation against the authors' outputs (bsp_validate);
 #   bench: the time step per (mesh, backend, threads) of config bsp.bench (bsp_bench).
+# Tables and figures show the papers' printed numbers beside ours (solver.bsp.analysis PAPER_*,
+# solver.bsp.profile PAPER_*), named with the paper's hardware.
 
 _RUN = res("bsp", "runs", "{timespec}", "{mesh}", "{backend}_t{nthreads}")
 _RUN_NAME = "run_{timespec}_{mesh}_{backend}_t{nthreads}"

@@ -227,6 +227,10 @@ BSP_CONV_MESHES = bsp_meshes(bsp_get("convergence", "table", default="config/bsp
 for _key, _v in (("bsp.validation.variant", BSP_VALIDATION_VARIANT), ("bsp.convergence.variant", BSP_CONV_VARIANT)):
     if enabled("bsp") and _v.startswith("cupy") and not USE_GPU:
         raise ValueError(f"config key {_key!r}: {_v!r} needs the GPU (config key gpu is off or no GPU was found)")
+for _key, _vs in (("bsp.scaling.variants", BSP_SCALING_VARIANTS), ("bsp.grids.variants", BSP_GRID_VARIANTS)):
+    if enabled("bsp") and not _vs:
+        raise ValueError(f"config key {_key!r}: none of {bsp_get(*_key.split('.')[1:])} is a variant of the table "
+                         f"{bsp_get('variants')} ({BSP_VARIANTS})")
 if enabled("bsp") and BSP_BASELINE not in BSP_VARIANTS:
     raise ValueError(f"config key 'bsp.baseline': {BSP_BASELINE!r} is not a variant of the table "
                      f"{bsp_get('variants')} ({BSP_VARIANTS})")
