@@ -15,11 +15,13 @@
 #   FINAL=1 bash tools/bsp/gpu_yaml_device.sh              # last call: also the HTML report
 # Files back in $OUT (at most 8, 16 MiB each): results_<machine>.tgz (every csv/json/png/md/log/tsv of
 # results/<machine>/ and results/compare/, no .h5), snakemake_<n>.log, status.txt (the jobs still to
-# run), report.html (FINAL=1).  LIMIT_S, WORK, TARGETS, FINAL are campaign settings, not variants.
+# run), report.html (FINAL=1).  LIMIT_S, WORK, TARGETS, FINAL, CONFIG (default config/gpu.yaml; e.g.
+# config/smoke.yaml to try the chunking on a CPU) are campaign settings, not variants.
 set -u
 LIMIT_S=${LIMIT_S:-540}
 WORK=${WORK:-/tmp/gpu_yaml}
 TARGETS=${TARGETS:-}
+CONFIG=${CONFIG:-config/gpu.yaml}
 OUT=${OUT:-$PWD/out}
 mkdir -p "$OUT" "$WORK"
 SRC=$PWD
@@ -28,28 +30,30 @@ t0=$(date +%s)
 # the code of this call into the work folder (results/, .snakemake/ and checkpoints there stay)
 tar cf - --exclude=./results --exclude=./.snakemake --exclude=./out --exclude=./.whl . | tar xf - -C "$WORK"
 cd "$WORK" || exit 1
-export PYTHONPATH=$WORK:${PYTHONPATH#$SRC}
+PYTHONPATH=${PYTHONPATH:-}
+export PYTHONPATH=$WORK:${PYTHONPATH#"$SRC"}
 MACHINE=$(python3 -c "from solver.provenance import machine_tag; print(machine_tag())")
+RESULTS=$(python3 -c "import yaml; print(yaml.safe_load(open('$CONFIG')).get('results_dir', 'results'))")
 n=$(ls "$WORK"/.chunk_* 2>/dev/null | wc -l)
 touch "$WORK/.chunk_$n"
 echo "chunk $n on $MACHINE, code ${SOLVER_SOURCE_COMMIT:-unknown}, limit ${LIMIT_S}s, targets: ${TARGETS:-all}"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
 command -v ncu && ncu --version | tail -1
 
-snakemake --unlock --configfile config/gpu.yaml > /dev/null 2>&1
+snakemake --unlock --configfile "$CONFIG" > /dev/null 2>&1
 left=$(( LIMIT_S - ($(date +%s) - t0) - 40 ))  # 40 s for Snakemake to stop, the tar and the status
 # shellcheck disable=SC2086
-timeout --signal=INT --kill-after=20 "$left" snakemake --cores 16 --configfile config/gpu.yaml \
+timeout --signal=INT --kill-after=20 "$left" snakemake --cores 16 --configfile "$CONFIG" \
     --rerun-incomplete --keep-going --printshellcmds $TARGETS > "$OUT/snakemake_$n.log" 2>&1
 rc=$?
 echo "snakemake exit $rc after $(( $(date +%s) - t0 )) s (124: stopped at the limit; call again)"
 
 # shellcheck disable=SC2086
-snakemake -n --quiet rules --configfile config/gpu.yaml $TARGETS > "$OUT/status.txt" 2>&1
+snakemake -n --quiet rules --configfile "$CONFIG" $TARGETS > "$OUT/status.txt" 2>&1
 if [ "${FINAL:-0}" = 1 ]; then
-    snakemake --configfile config/gpu.yaml --report "$OUT/report.html" >> "$OUT/snakemake_$n.log" 2>&1
+    snakemake --configfile "$CONFIG" --report "$OUT/report.html" >> "$OUT/snakemake_$n.log" 2>&1
 fi
-find "results/$MACHINE" results/compare -type f \( -name '*.csv' -o -name '*.json' -o -name '*.png' -o -name '*.md' \
+find "$RESULTS/$MACHINE" "$RESULTS/compare" -type f \( -name '*.csv' -o -name '*.json' -o -name '*.png' -o -name '*.md' \
     -o -name '*.log' -o -name '*.tsv' \) 2>/dev/null | tar czf "$OUT/results_$MACHINE.tgz" -T -
 ls -la "$OUT"
 tail -15 "$OUT/status.txt"
