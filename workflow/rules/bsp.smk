@@ -91,7 +91,8 @@ rule bsp_run:
 
 
 rule bsp_run_gpu:
-    """One solver run with the cupy backend on one GPU."""
+    """One solver run with the cupy backend on one GPU; like the CPU runs it holds every core with
+    bsp.exclusive (launch-bound phases follow the host: a busy host would slow its timers)."""
     input:
         cfg=BSP_RUN_CONFIG,
     output:
@@ -102,7 +103,7 @@ rule bsp_run_gpu:
     params:
         out=lambda wc, output: os.path.dirname(output.run),
         sets=_run_sets,
-    threads: 1
+    threads: BSP_EXCLUSIVE
     resources:
         **cluster(gpu=1, mem_mb=bsp_run_mem_mb, runtime=bsp_run_minutes),
     log:
