@@ -23,6 +23,10 @@ WORK=${WORK:-/tmp/gpu_yaml}
 TARGETS=${TARGETS:-}
 CONFIG=${CONFIG:-config/gpu.yaml}
 OUT=${OUT:-$PWD/out}
+if [ -z "${SOLVER_SOURCE_COMMIT:-}" ]; then  # the copy's .git is stale: run.json must name the code
+    echo "set SOLVER_SOURCE_COMMIT to the commit of this code (it goes into every run.json)" >&2
+    exit 2
+fi
 mkdir -p "$OUT" "$WORK"
 SRC=$PWD
 t0=$(date +%s)
@@ -36,7 +40,7 @@ MACHINE=$(python3 -c "from solver.provenance import machine_tag; print(machine_t
 RESULTS=$(python3 -c "import yaml; print(yaml.safe_load(open('$CONFIG')).get('results_dir', 'results'))")
 n=$(ls "$WORK"/.chunk_* 2>/dev/null | wc -l)
 touch "$WORK/.chunk_$n"
-echo "chunk $n on $MACHINE, code ${SOLVER_SOURCE_COMMIT:-unknown}, limit ${LIMIT_S}s, targets: ${TARGETS:-all}"
+echo "chunk $n on $MACHINE, code $SOLVER_SOURCE_COMMIT, limit ${LIMIT_S}s, targets: ${TARGETS:-all}"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
 command -v ncu && ncu --version | tail -1
 
