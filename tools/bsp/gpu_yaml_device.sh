@@ -55,7 +55,7 @@ echo "snakemake exit $rc after $(( $(date +%s) - t0 )) s (124: stopped at the li
 # shellcheck disable=SC2086
 snakemake -n --quiet rules --configfile "$CONFIG" $TARGETS > "$OUT/status.txt" 2>&1
 if [ "${FINAL:-0}" = 1 ]; then
-    snakemake --configfile "$CONFIG" --report "$OUT/report.html" >> "$OUT/snakemake_$n.log" 2>&1
+    snakemake --cores 16 --configfile "$CONFIG" --report "$OUT/report.html" >> "$OUT/snakemake_$n.log" 2>&1
 fi
 find "$RESULTS/$MACHINE" "$RESULTS/compare" -type f \( -name '*.csv' -o -name '*.json' -o -name '*.png' -o -name '*.md' \
     -o -name '*.log' -o -name '*.tsv' \) 2>/dev/null | tar czf "$OUT/results_$MACHINE.tgz" -T -
