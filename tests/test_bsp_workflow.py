@@ -107,8 +107,24 @@ def test_collect_leaves_out_warmup_and_normalizes(tmp_path):
     assert r["variant"] == "numpy_t1" and r["mesh"] == "6x65x65x300x48" and r["NW"] == 300
     assert r["step"] == pytest.approx(_times()["step"])            # the 10x slower first step is left out
     assert r["BTE/scat_gain"] == pytest.approx(4.0)
+    assert r["timed_steps"] == 3 and r["step_max"] == pytest.approx(_times()["step"])
     r0 = A.collect_runs([d], warmup=0).iloc[0]
-    assert r0["step"] == pytest.approx(_times()["step"] * 13 / 4)  # (10 + 3) / 4 steps
+    assert r0["step"] == pytest.approx(_times()["step"])  # the median of (10, 1, 1, 1) x step
+    assert r0["step_max"] == pytest.approx(10 * _times()["step"]) and r0["step_min"] == pytest.approx(_times()["step"])
+    assert A.mean_phase_times(d, 0, stat="mean")["step"] == pytest.approx(_times()["step"] * 13 / 4)  # (10 + 3) / 4
+
+
+def test_step_spread_quantiles(tmp_path):
+    """p10 / p90 of the step time over the timed steps (linear interpolation between steps)."""
+    d = tmp_path / "a"
+    d.mkdir()
+    rows = [{"step": s, "phase": "step", "seconds": float(s)} for s in range(1, 13)]  # warm-up 2 -> 3..12
+    pd.DataFrame(rows).to_csv(d / "timers.csv", index=False)
+    (d / "run.json").write_text(json.dumps({"config": {"mesh": A.parse_mesh("3x9x9x12x8"), "numerics": {}},
+                                            "summary": {"steps": 12}, "timers": {"steps": 12}}))
+    r = A.collect_runs([d], warmup=2).iloc[0]
+    assert r["timed_steps"] == 10 and r["step"] == 7.5 and r["step_min"] == 3.0 and r["step_max"] == 12.0
+    assert r["step_p10"] == pytest.approx(3.9) and r["step_p90"] == pytest.approx(11.1)
 
 
 def test_calls_per_step(tmp_path):

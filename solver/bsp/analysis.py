@@ -52,6 +52,125 @@ TABLE3_001 = {"iter.eigen": ("ITER/eigen",), "iter.Frechet": ("ITER/Frechet",),
           "iter.constrlinsys": ("ITER/construct_linsys",), "iter.solvelinsys": ("ITER/solve_linsys",)}
 
 
+# ------------------------------------------------------------------------------ the papers' numbers
+# Printed in the papers' text (../shared/papers): shown beside ours in every table and figure
+# that has them, each labelled with the paper's hardware.  Figures whose values the papers give
+# only as plots (Fig 14 of 000, Figs 10-13 of 001, Fig 6 of 001) have none.
+PAPER_000_HW = "paper 000: 2x Xeon E5-2630 (16 cores), Tesla K40c"
+PAPER_001_CPU = "paper 001: 2x Xeon Silver 4210 (20 cores)"
+PAPER_001_GPUS = {"RTX 3090": "paper 001: GeForce RTX 3090", "V100": "paper 001: Tesla V100"}
+# Table 5 of 000: seconds per step of each phase, standard mesh 6x65x65x300x48; (label, threads, gpu)
+PAPER_000_TABLE5_COLUMNS = tuple(TABLE5_000)
+PAPER_000_TABLE5 = {
+    ("sequential", 1, False): (19.82, 18.56, 0.044, 1.22, 3.69, 13.70, 0.59, 0.23, 0.37),
+    ("OMP 2-core", 2, False): (10.05, 9.35, 0.024, 0.67, 1.87, 6.89, 0.34, 0.12, 0.19),
+    ("OMP 4-core", 4, False): (5.60, 5.18, 0.0146, 0.40, 1.03, 3.82, 0.207, 0.066, 0.106),
+    ("OMP 6-core", 6, False): (4.05, 3.72, 0.011, 0.317, 0.74, 2.74, 0.167, 0.048, 0.076),
+    ("OMP 8-core", 8, False): (3.32, 3.04, 0.0103, 0.27, 0.61, 2.24, 0.145, 0.04, 0.063),
+    ("OMP 10-core", 10, False): (2.83, 2.58, 0.0086, 0.24, 0.618, 1.8, 0.136, 0.032, 0.051),
+    ("OMP 12-core", 12, False): (2.39, 2.16, 0.0075, 0.21, 0.53, 1.5, 0.119, 0.026, 0.042),
+    ("OMP 14-core", 14, False): (2.07, 1.85, 0.0068, 0.208, 0.46, 1.28, 0.121, 0.022, 0.036),
+    ("OMP 16-core", 16, False): (1.73, 1.53, 0.0062, 0.199, 0.31, 1.12, 0.119, 0.02, 0.032),
+    ("OMP 16-core/GPU", 16, True): (0.47, 0.21, 0.00618, 0.26, 0.087, 0.105, 0.15, 0.03, 0.05),
+}
+# Tables 2 and 3 of 001: speedups over the one-thread OpenMP solver, standard mesh; label -> {column: speedup}
+PAPER_001_SPEEDUPS = {
+    "2 threads": {"BTE": 1.96, "iter": 1.88},
+    "4 threads": {"BTE": 3.75, "iter": 3.43},
+    "8 threads": {"BTE": 7.29, "iter": 5.98},
+    "16 threads": {"BTE": 12.0, "iter": 8.4, "iter.eigen": 11.27, "iter.Frechet": 11.39,
+                   "iter.solvelinsys": 7.85, "iter.constrlinsys": 1.45},
+    "RTX 3090": {"BTE": 57.50, "iter": 93.2, "iter.eigen": 65.80, "iter.Frechet": 145.46,
+                 "iter.solvelinsys": 138.89, "iter.constrlinsys": 14.64},
+    "V100": {"BTE": 416.40, "iter": 129.6, "iter.eigen": 120.81, "iter.Frechet": 1236.38,
+             "iter.solvelinsys": 164.98, "iter.constrlinsys": 17.56},
+}
+# Table 7 of 001: iter speedup per grid (N_sbn not printed: the papers' 6), same columns as above
+PAPER_001_TABLE7_COLUMNS = ("2 threads", "4 threads", "8 threads", "16 threads", "RTX 3090", "V100")
+PAPER_001_TABLE7 = {
+    "6x33x33x150x24": (1.71, 2.80, 3.76, 4.38, 20.13, 18.79),
+    "6x49x49x225x36": (1.85, 3.28, 5.33, 6.63, 52.75, 61.79),
+    "6x65x65x300x48": (1.88, 3.42, 5.98, 8.39, 93.23, 129.61),
+    "6x97x97x450x72": (2.06, 3.82, 7.06, 11.48, 153.03, 207.50),
+    "6x129x129x600x96": (1.90, 3.44, 6.22, 11.68, 154.80, 215.81),
+}
+
+
+def paper_label(name: str) -> str:
+    """'paper 001: Tesla V100' for a column of PAPER_001_SPEEDUPS / PAPER_001_TABLE7, else the CPU's."""
+    return PAPER_001_GPUS.get(name, f"{PAPER_001_CPU}, {name}")
+
+
+def paper_table5_000() -> pd.DataFrame:
+    """Table 5 of 000 as printed (s per step), rows labelled with the paper's hardware."""
+    idx = pd.Index([f"{PAPER_000_HW}: {label}" for label, _, _ in PAPER_000_TABLE5], name="variant")
+    return pd.DataFrame(list(PAPER_000_TABLE5.values()), index=idx, columns=list(PAPER_000_TABLE5_COLUMNS))
+
+
+def with_source(ours: pd.DataFrame, machine: str, papers: pd.DataFrame | None) -> pd.DataFrame:
+    """Our table (index = variant) with a 'source' column ('ours (<machine>)'), and the papers'
+    rows appended under it (source = 'paper'; their index names the paper's hardware)."""
+    out = ours.copy()
+    out.insert(0, "source", f"ours ({machine})")
+    if papers is None or not len(papers):
+        return out
+    papers = papers.reindex(columns=ours.columns)
+    papers.insert(0, "source", "paper")
+    return pd.concat([out, papers])
+
+
+def paper_speedups_000() -> pd.DataFrame:
+    """Fig 15 of 000 from its Table 5: sequential time / time per phase, per printed row."""
+    t = paper_table5_000()
+    return t.iloc[0] / t
+
+
+def paper_speedups_001() -> pd.DataFrame:
+    """Tables 2-3 of 001 (the speedups of Figs 7-9): rows = thread counts and GPUs."""
+    df = pd.DataFrame.from_dict(PAPER_001_SPEEDUPS, orient="index")
+    df.index = pd.Index([paper_label(k) for k in df.index], name="variant")
+    return df
+
+
+def paper_table7_001(meshes) -> pd.DataFrame:
+    """Table 7 of 001 on the given meshes (rows; NaN where the paper has no such grid)."""
+    cols = [paper_label(c) for c in PAPER_001_TABLE7_COLUMNS]
+    rows = {m: PAPER_001_TABLE7.get(m, (np.nan,) * len(cols)) for m in meshes}
+    return pd.DataFrame.from_dict(rows, orient="index", columns=cols)
+
+
+# Table 3 of 000: calls per time step of its CUDA kernels, mapped onto our phases (the three RK
+# kernels once each; DENS: compute_integrated_pdf_energy and integrated_phitilde, 3 each; the
+# OpenMP functions of ITER: '?' in the paper, NaN here)
+PAPER_000_TABLE3 = {"BTE/WENO_x": 3, "BTE/WENO_w": 3, "BTE/WENO_phi": 3, "BTE/scat_gain": 3, "BTE/scat_loss": 3,
+                    "BTE/RK": 3, "DENS": 6, "ITER/eigen": np.nan, "ITER/Frechet": np.nan, "ITER/solve_linsys": np.nan}
+
+
+def paper_runs_000() -> pd.DataFrame:
+    """Table 5 of 000 as a runs table (our phase names where its columns are one of ours: step,
+    BTE, DENS, ITER, ITER/eigen = Schrod., ITER/Frechet = NR kernel, ITER/solve_linsys = lin. sys.),
+    for the weights of Figs 11 and 13; variant = the row label with the paper's hardware."""
+    t = paper_table5_000()
+    runs = pd.DataFrame({"variant": t.index, "backend": "paper", "threads": [k[1] for k in PAPER_000_TABLE5],
+                         "step": t["step"].to_numpy(), "BTE": t["BTE"].to_numpy(), "DENS": t["DENS"].to_numpy(),
+                         "ITER": t["ITER"].to_numpy(), "ITER/eigen": t["Schrod."].to_numpy(),
+                         "ITER/Frechet": t["NR kernel"].to_numpy(), "ITER/solve_linsys": t["lin. sys."].to_numpy()})
+    keep = [0, len(runs) - 2, len(runs) - 1]  # the versions of Figs 11-13: sequential, omp (16), omp + cuda
+    return runs.iloc[keep].reset_index(drop=True)
+
+
+def paper_thread_count(label: str) -> int | None:
+    """Thread count of a paper row label ('... OMP 8-core', '..., 16 threads'); None for a GPU row."""
+    import re
+
+    if "GPU" in label or any(g in label for g in PAPER_001_GPUS.values()):
+        return None
+    if label.endswith("sequential"):
+        return 1
+    found = re.findall(r"(\d+)[- ](?:core|threads)", label)  # the last one: '(20 cores), 2 threads' -> 2
+    return int(found[-1]) if found else None
+
+
 # ------------------------------------------------------------------------------ names
 def mesh_name(N_sbn, NX, NZ, NW, NPHI) -> str:
     """'6x65x65x300x48' (N_sbn x NX x NZ x NW x NPHI): the mesh part of a run path."""
@@ -78,6 +197,9 @@ def parse_variant(name: str) -> tuple[str, int]:
 
 
 def variant_label(name: str) -> str:
+    """'numba 8 threads', 'GPU (cupy)'; a paper's row label as it is."""
+    if str(name).startswith("paper"):
+        return str(name).replace(PAPER_000_HW, "paper 000 (E5-2630, K40c)")
     b, t = parse_variant(name)
     if b == "cupy":
         return "GPU (cupy)"
@@ -120,27 +242,42 @@ def normalize_phases(times: pd.Series) -> pd.Series:
     return pd.Series(out, dtype=float)
 
 
-def mean_phase_times(run_dir, warmup: int = 1) -> pd.Series:
-    """Mean seconds per time step of every phase of one run.  From timers.csv, leaving out the
-    first ``warmup`` steps (start-up effects, JIT compilation) when more steps remain; else from
-    run.json's mean_per_step_s."""
-    run_dir = Path(run_dir)
-    csv = run_dir / "timers.csv"
-    if csv.is_file():
-        t = pd.read_csv(csv)
-        if len(t):
-            steps = np.sort(t["step"].unique())
-            keep = steps[warmup:] if len(steps) > warmup else steps
-            t = t[t["step"].isin(keep)]
-            # a phase absent from a step took no time in it
-            return normalize_phases(t.groupby("phase")["seconds"].sum() / len(keep))
-    rec = json.loads((run_dir / "run.json").read_text())
+def step_phase_times(run_dir, warmup: int = 1) -> pd.DataFrame | None:
+    """Seconds of every phase in every timed step of one run (rows = steps, columns = canonical
+    phases; a phase absent from a step took no time in it), leaving out the first ``warmup``
+    steps (start-up effects, JIT compilation) when more steps remain; None without timers.csv."""
+    csv = Path(run_dir) / "timers.csv"
+    if not csv.is_file():
+        return None
+    t = pd.read_csv(csv)
+    if not len(t):
+        return None
+    steps = np.sort(t["step"].unique())
+    keep = steps[warmup:] if len(steps) > warmup else steps
+    t = t[t["step"].isin(keep)]
+    wide = t.pivot_table(index="step", columns="phase", values="seconds", aggfunc="sum").reindex(keep).fillna(0.0)
+    return pd.DataFrame({s: normalize_phases(wide.loc[s]) for s in wide.index}).T.fillna(0.0)
+
+
+def mean_phase_times(run_dir, warmup: int = 1, stat: str = "median") -> pd.Series:
+    """Seconds per time step of every phase of one run: the median (``stat="median"``, the
+    default) or mean over the timed steps of timers.csv (:func:`step_phase_times`); without
+    timers.csv run.json's mean_per_step_s."""
+    per_step = step_phase_times(run_dir, warmup)
+    if per_step is not None:
+        return per_step.median() if stat == "median" else per_step.mean()
+    rec = json.loads((Path(run_dir) / "run.json").read_text())
     return normalize_phases(pd.Series(rec.get("timers", {}).get("mean_per_step_s", {}), dtype=float))
+
+
+STEP_SPREAD = {"step_min": 0.0, "step_p10": 0.1, "step_p90": 0.9, "step_max": 1.0}
 
 
 def collect_runs(run_dirs, warmup: int = 1, machine: str | None = None) -> pd.DataFrame:
     """One row per run: machine, variant, backend, threads, mesh and its dimensions, steps,
-    wall_s, startup_s, mean_current_A_per_m, then one column per phase (mean s per step)."""
+    timed_steps, wall_s, startup_s, mean_current_A_per_m, then one column per phase (median s per
+    timed step, :func:`mean_phase_times`) and the spread of the step time over the timed steps
+    (step_min, step_p10, step_p90, step_max)."""
     rows = []
     for d in run_dirs:
         d = Path(d)
@@ -153,16 +290,20 @@ def collect_runs(run_dirs, warmup: int = 1, machine: str | None = None) -> pd.Da
         if backend == "cupy":
             threads = 1
         summ = rec.get("summary", {})
+        per_step = step_phase_times(d, warmup)
         row = {
             "machine": machine or rec.get("machine_tag", ""),
             "variant": variant_name(backend, threads), "backend": backend, "threads": int(threads),
             "mesh": mesh_name(*(mesh.get(k, 0) for k in MESH_DIMS)),
             **{k: int(mesh.get(k, 0)) for k in MESH_DIMS},
             "steps": summ.get("steps", rec.get("timers", {}).get("steps")),
+            "timed_steps": len(per_step) if per_step is not None else np.nan,
             "wall_s": summ.get("wall_s"), "startup_s": summ.get("startup_s"),
             "mean_current_A_per_m": summ.get("mean_current_A_per_m"),
             "run": str(d),
         }
+        for name, q in STEP_SPREAD.items():
+            row[name] = float(per_step["step"].quantile(q)) if per_step is not None and "step" in per_step else np.nan
         row.update(mean_phase_times(d, warmup).to_dict())
         rows.append(row)
     df = pd.DataFrame(rows)
@@ -207,7 +348,7 @@ def phase_table(runs: pd.DataFrame, columns: dict = TABLE5_000, by=("variant",))
 
 
 def _ordered(runs: pd.DataFrame) -> pd.DataFrame:
-    rank = runs["backend"].map({"numpy": 0, "numba": 1, "cupy": 2}).fillna(3)
+    rank = runs["backend"].map({"numpy": 0, "numba": 1, "cupy": 2, "paper": 4}).fillna(3)
     return runs.assign(_r=rank).sort_values(["_r", "threads"]).drop(columns="_r")
 
 
@@ -393,9 +534,11 @@ def plot_weights(w: pd.DataFrame, children, title: str):
     return fig
 
 
-def plot_speedups(sp: pd.DataFrame, title: str):
+def plot_speedups(sp: pd.DataFrame, title: str, paper: pd.DataFrame | None = None):
     """Speedup of every phase vs the thread count (CPU variants as lines per backend, GPU variants
-    as horizontal marks): Fig 15 of 000, Figs 7-9 of 001."""
+    as horizontal marks): Fig 15 of 000, Figs 7-9 of 001.  ``paper``: the papers' speedups (rows
+    labelled with their hardware, :func:`paper_speedups_000` / :func:`paper_speedups_001`), drawn
+    as grey crosses (CPU threads) and dotted lines (GPUs) beside ours."""
     plt = _plt()
     cols = list(sp.columns)
     n = len(cols)
@@ -411,14 +554,25 @@ def plot_speedups(sp: pd.DataFrame, title: str):
             ax.plot(ts, sp[c].iloc[idx].to_numpy(float), "o-", label=b)
         for i, (b, _) in enumerate(parsed):
             if b == "cupy":
-                ax.axhline(float(sp[c].iloc[i]), color="C3", ls="--", label="GPU")
+                ax.axhline(float(sp[c].iloc[i]), color="C3", ls="--", label="GPU (ours)")
+        if paper is not None and c in paper.columns:
+            col = paper[c].dropna()
+            cpu = [(paper_thread_count(k), v) for k, v in col.items() if paper_thread_count(k) is not None]
+            if cpu:
+                hw = col.index[0].split(":")[0] + ": " + col.index[0].split(":")[1].split(",")[0].strip()
+                ax.plot(*zip(*cpu), "x:", color="0.45", label=f"{hw} (CPU)")
+            for k, (lab, v) in enumerate((k, v) for k, v in col.items() if paper_thread_count(k) is None):
+                ax.axhline(float(v), color=f"C{4 + k}", ls=":", label=lab.replace("paper ", "").split(": ", 1)[-1]
+                           if "001" in lab else "paper 000: 16 cores + Tesla K40c")
         ax.plot([1, maxt], [1, maxt], color="0.7", lw=0.8, label="ideal")
         ax.set_title(c, fontsize=9)
         ax.set_xlabel("threads")
         ax.set_ylabel("speedup")
+        if paper is not None:
+            ax.set_yscale("log")
     for ax in list(axes.flat)[n:]:
         ax.axis("off")
-    axes.flat[0].legend(fontsize=7)
+    axes.flat[0].legend(fontsize=6)
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     return fig
@@ -441,18 +595,25 @@ def plot_mesh_scaling(t: pd.DataFrame, columns, title: str):
     return fig
 
 
-def plot_grid_speedups(sp: pd.DataFrame, title: str):
-    """Table 7 / Figs 10-13 of 001: speedup of the iter phase per mesh (groups) and variant (bars)."""
+def plot_grid_speedups(sp: pd.DataFrame, title: str, paper: pd.DataFrame | None = None):
+    """Table 7 / Figs 10-13 of 001: speedup of the iter phase per mesh (groups) and variant (bars);
+    ``paper`` (:func:`paper_table7_001`, rows = the same meshes): the paper's columns as hatched bars."""
     plt = _plt()
-    fig, ax = plt.subplots(figsize=(9, 3.8))
+    fig, ax = plt.subplots(figsize=(10, 4.2))
+    series = [(variant_label(c), sp[c].to_numpy(float), None) for c in sp.columns]
+    if paper is not None:
+        paper = paper.reindex(sp.index)
+        series += [(c, paper[c].to_numpy(float), "//") for c in paper.columns if paper[c].notna().any()]
     xs = np.arange(len(sp))
-    width = 0.8 / max(len(sp.columns), 1)
-    for k, c in enumerate(sp.columns):
-        ax.bar(xs + (k - (len(sp.columns) - 1) / 2) * width, sp[c].to_numpy(float), width, label=variant_label(c))
+    width = 0.85 / max(len(series), 1)
+    for k, (label, v, hatch) in enumerate(series):
+        ax.bar(xs + (k - (len(series) - 1) / 2) * width, v, width, label=label, hatch=hatch,
+               edgecolor="0.3" if hatch else None, alpha=0.6 if hatch else 1.0)
     ax.set_xticks(xs, list(sp.index), fontsize=7)
     ax.set_xlabel("mesh N_sbn x NX x NZ x NW x NPHI")
     ax.set_ylabel("speedup vs sequential")
-    ax.legend(fontsize=7)
+    ax.set_yscale("log")
+    ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     ax.set_title(title, fontsize=10)
     fig.tight_layout()
     return fig

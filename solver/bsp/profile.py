@@ -8,9 +8,15 @@
 ``iter-kernels``    Tables 1 and 4 of 001 (GPU only): the IPIM kernels A and B per time step for a
                     sequence of NZ, and every ITER CUDA kernel's time per step on one mesh.
 ``overlap``         Fig 10 of 000 (GPU only): the time step with and without numerics.overlap.
+``ncu-profile``     Table 4 of 000, Tables 5-6 of 001 with hardware counters (where Nsight Compute's
+                    ``ncu`` exists): every CUDA kernel of one time step of a real run (``ncu-step``
+                    between cudaProfilerStart/Stop), GFLOP/s, DRAM GB/s and its share of the
+                    measured copy bandwidth, L2 hit rate, global-load efficiency, memory and SM
+                    throughput, per kernel and averaged per phase, beside the papers' numbers.
 
-No hardware counters: flops and bytes come from one model, :func:`counts` (tested by hand on a
-small mesh in tests/test_bsp_profile.py).
+``kernel-profile`` uses no hardware counters: flops and bytes come from one model, :func:`counts`
+(tested by hand on a small mesh in tests/test_bsp_profile.py); ``ncu-profile`` parses ncu's CSV
+(:func:`parse_ncu_csv`, tested on a fixture in tests/test_bsp_profile_ncu.py).
 """
 from __future__ import annotations
 
@@ -300,6 +306,15 @@ def kernel_profile(cfg_path=None, overrides=(), backend="numba", threads=(1,), r
     df["pct_of_copy_ceiling"] = 100 * df.GB_per_s / copy_gbs
     df["pct_of_fp64_ceiling"] = 100 * df.GFLOP_per_s / fp_gflops
     df["fp64_ceiling"] = fp_name
+    # the papers' numbers of the matching kernel (paper 000 Table 4: K40c, ms per step and GFLOP/s;
+    # paper 001 Table 5: the time column of its profiled run, RTX 3090 and V100)
+    match = {v[1]: v for k, v in NCU_KERNELS.items() if v[0] == "BTE" and not k.endswith("_tile")}
+    p000 = df.kernel.map(lambda k: PAPER_000_T4.get(match.get(k, (0, 0, 0, None))[3]))
+    df["paper000_k40c_ms_per_step"] = p000.map(lambda v: v[1] if v else np.nan)
+    df["paper000_k40c_GFLOP_per_s"] = p000.map(lambda v: v[2] if v else np.nan)
+    p001 = df.kernel.map(lambda k: PAPER_001_T5.get(match.get(k, (0, 0, ""))[2]))
+    df["paper001_rtx3090_time_ms"] = p001.map(lambda v: v[0] if v else np.nan)
+    df["paper001_v100_time_ms"] = p001.map(lambda v: v[1] if v else np.nan)
     rec = provenance.collect(
         {"backend": backend, "config": None if cfg_path is None else str(cfg_path), "overrides": list(overrides),
          "threads": list(threads), "reps": reps, "copy_mib": copy_mib, "gemm_n": gemm_n}, be,
@@ -566,6 +581,192 @@ def plot_overlap(df, title):
     return fig
 
 
+# ------------------------------------------------------------------------------ hardware counters (ncu)
+# The papers' metrics as Nsight Compute metrics (column -> metric).  Paper 001, Table 5: (1) memory
+# and (2) SM throughput; paper 000, Table 4 (nvprof on a K40c): GFLOP/s, L2 hit rate, global memory
+# load efficiency (GMLE; here the bytes used per sector of the global loads).
+NCU_METRICS = {
+    "duration_ns": "gpu__time_duration.sum",
+    "mem_throughput_pct": "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",
+    "sm_throughput_pct": "sm__throughput.avg.pct_of_peak_sustained_elapsed",
+    "l2_hit_pct": "lts__t_sector_hit_rate.pct",
+    "global_load_efficiency_pct": "smsp__sass_average_data_bytes_per_sector_mem_global_op_ld.pct",
+    "dram_bytes": "dram__bytes.sum",
+    "dadd": "smsp__sass_thread_inst_executed_op_dadd_pred_on.sum",
+    "dmul": "smsp__sass_thread_inst_executed_op_dmul_pred_on.sum",
+    "dfma": "smsp__sass_thread_inst_executed_op_dfma_pred_on.sum",
+}
+# ncu's units -> the base unit (ns, byte, count); with --print-units base ncu prints base units already
+NCU_UNITS = {"nsecond": 1.0, "usecond": 1e3, "msecond": 1e6, "second": 1e9, "byte": 1.0, "Kbyte": 1e3,
+             "Mbyte": 1e6, "Gbyte": 1e9, "Tbyte": 1e12, "%": 1.0, "inst": 1.0, "": 1.0}
+# our CUDA kernels (name before any template or argument list) -> (phase, solver phase, paper 001
+# Table 5 kernel, paper 000 Table 4 kernel number)
+NCU_KERNELS = {
+    "bsp_weno_dx": ("BTE", "WENO_x", "cuda_WENO_X", 4),
+    "bsp_weno_dw": ("BTE", "WENO_w", "cuda_WENO_W", 3),
+    "bsp_weno_dphi": ("BTE", "WENO_phi", "cuda_WENO_PHI", 2),
+    "bsp_weno_dphi_tile": ("BTE", "WENO_phi", "cuda_WENO_PHI", 2),
+    "bsp_scat_gain": ("BTE", "scat_gain", "cuda_phonons_gain", 7),
+    "bsp_scat_loss": ("BTE", "scat_loss", "cuda_phonons_loss", 1),
+    "bsp_rk_dens": ("BTE", "RK (+ DENS)", "cuda_perform_RK_1_3", 10),
+    "bsp_rho": ("DENS", "DENS", "cuda_pdftilde", 6),
+    "eigenvalues_nr": ("ITER", "eigen", "cuda_eigenvalues_NR", None),
+    "eigenvalues": ("ITER", "eigen", "cuda_eigenvalues_NR", None),
+    "ipim_a": ("ITER", "eigen", "cuda_tridiag_Thomas", None),
+    "ipim_b": ("ITER", "eigen", "cuda_tridiag_Thomas", None),
+    "frechet_kernel": ("ITER", "Frechet", "cuda_compute_frechet", None),
+    "construct_kernel": ("ITER", "construct_linsys", "cuda_constr_linsys", None),
+    "cr_eliminate": ("ITER", "solve_linsys", "cuda_matrix_vector_product", None),
+    "cr_update": ("ITER", "solve_linsys", "cuda_update_x", None),
+    "cr_backsub": ("ITER", "solve_linsys", "cuda_update_x", None),
+    "newton_rhs": ("ITER", "newton_rhs", "", None),
+    "newton_norms": ("ITER", "newton_norms", "", None),
+}
+# Paper 001, Table 5 (Nsight Compute): kernel -> (time RTX 3090 ms, time V100 ms, (1) RTX 3090 %,
+# (1) V100 %, (2) RTX 3090 %, (2) V100 %); (1) = memory throughput, (2) = SM throughput
+PAPER_001_T5 = {
+    "cuda_phonons_loss": (2503.5, 166.7, 0.53, 8.1, 85.4, 92.6), "cuda_WENO_W": (365.4, 57.9, 10.3, 66.5, 86.1, 76.7),
+    "cuda_WENO_PHI": (631.2, 44.9, 2.8, 39.9, 86.1, 87.4), "cuda_WENO_X": (315.6, 43.9, 10.9, 73.6, 85, 36),
+    "cuda_phonons_gain": (128.2, 20.5, 1.4, 10, 84.1, 31), "cuda_compute_Wm1": (6.6, 13.8, 8, 5.6, 8, 2.5),
+    "cuda_pdftilde": (7.9, 8.7, 92, 96.4, 35, 5.8), "cuda_set_fluxes_a2": (5.4, 7.0, 80.4, 63.1, 82, 24.7),
+    "cuda_set_fluxes_a3": (4.9, 7.0, 87.7, 63.1, 45, 24.1), "cuda_perform_RK_2_3": (6.1, 6.6, 95.5, 90.6, 47.8, 10),
+    "cuda_perform_RK_3_3": (6.1, 6.5, 95.5, 90.7, 47.8, 9.5), "cuda_perform_RK_1_3": (4.7, 4.8, 92.6, 92, 15.5, 11.2),
+    "cuda_matrix_vector_product": (65, 51.9, 37.2, 50.5, 54.1, 17.5), "cuda_update_x": (13.7, 14.9, 4.2, 4.3, 1.8, 0.5),
+    "cuda_constr_linsys": (10.5, 6.9, 41.2, 29.1, 3.3, 2.9), "cuda_tridiag_Thomas": (7.7, 5.7, 4.4, 8.7, 10.8, 1.7),
+    "cuda_compute_frechet": (39.9, 3.2, 3.3, 48.6, 84.7, 77.2), "cuda_eigenvalues_NR": (2.4, 2.0, 1.8, 2.6, 17.9, 1.6),
+}
+PAPER_001_T5_COLUMNS = ("paper001_rtx3090_time_ms", "paper001_v100_time_ms", "paper001_rtx3090_mem_pct",
+                        "paper001_v100_mem_pct", "paper001_rtx3090_sm_pct", "paper001_v100_sm_pct")
+# Paper 001, Table 6: phase -> ((1) RTX 3090, (1) V100, (2) RTX 3090, (2) V100), time-weighted means
+PAPER_001_T6 = {"BTE": (3.4, 35.7, 85, 68.6), "ITER": (22.1, 36.6, 51, 14.1)}
+# Paper 000, Table 4 (nvprof, Tesla K40c, one time step): number -> (kernel, ms per step, GFLOP/s,
+# L2 hit %, global memory load efficiency %)
+PAPER_000_T4 = {1: ("GPU_integrate_PHONONS_loss", 32.8, 539, 11.15, 27.86), 2: ("GPU_approx_partf_PHI", 10.7, 598, 1.01, 74.99),
+                3: ("GPU_approx_partf_W", 10.6, 284, 1.56, 66.59), 4: ("GPU_approx_partf_X", 6.66, 389, 3.83, 94.52),
+                6: ("GPU_compute_integrated_pdf_energy", 1.81, 9, 0.0, 100.0),
+                7: ("GPU_integrate_PHONONS_gain", 2.47, 275, 94.72, 61.00), 10: ("GPU_perform_RK_1_3", 2.90, 11, 0.0, 100.0)}
+
+
+def _ncu_number(text, unit=""):
+    """A value of ncu's CSV ('1,234.5', 'n/a') in the base unit of ``unit``; NaN if not a number."""
+    try:
+        return float(str(text).replace(",", "")) * NCU_UNITS.get(str(unit).strip(), 1.0)
+    except ValueError:
+        return np.nan
+
+
+def parse_ncu_csv(text) -> pd.DataFrame:
+    """ncu's ``--csv`` output (details page: one row per kernel launch and metric) -> one row per
+    launch: id, kernel (full name), base (the name before any template/argument list) and one column
+    per metric of NCU_METRICS (renamed to its column; base units: ns, bytes, %, counts).  Lines
+    before the header (ncu's ==PROF== messages, the program's own output) are skipped."""
+    import csv
+    import io as _io
+
+    lines = str(text).splitlines()
+    start = next((i for i, ln in enumerate(lines) if ln.startswith('"ID"')), None)
+    if start is None:
+        raise ValueError("no ncu CSV header (a line starting with \"ID\") in the output")
+    rows = list(csv.DictReader(_io.StringIO("\n".join(lines[start:]))))
+    by_metric = {v: k for k, v in NCU_METRICS.items()}
+    launches: dict = {}
+    for r in rows:
+        metric = r.get("Metric Name", "")
+        if metric not in by_metric or not str(r.get("ID", "")).strip().isdigit():
+            continue
+        lid = int(r["ID"])
+        d = launches.setdefault(lid, {"id": lid, "kernel": r["Kernel Name"]})
+        d[by_metric[metric]] = _ncu_number(r.get("Metric Value", ""), r.get("Metric Unit", ""))
+    df = pd.DataFrame(sorted(launches.values(), key=lambda d: d["id"]))
+    if not len(df):
+        raise ValueError("ncu's CSV holds none of the metrics of NCU_METRICS")
+    for c in NCU_METRICS:
+        if c not in df:
+            df[c] = np.nan
+    df["base"] = df["kernel"].str.replace(r"^void\s+", "", regex=True).str.split(r"[<(]", n=1, regex=True).str[0].str.strip()
+    return df
+
+
+def _weighted(g, col):
+    w, v = g["duration_ns"].to_numpy(float), g[col].to_numpy(float)
+    ok = np.isfinite(v) & np.isfinite(w)
+    return float(np.sum(w[ok] * v[ok]) / np.sum(w[ok])) if ok.any() and np.sum(w[ok]) > 0 else np.nan
+
+
+def ncu_tables(launches: pd.DataFrame, steps: int, copy_gbs: float | None = None):
+    """(per-kernel table, per-phase table) of one profiled stretch of ``steps`` time steps.
+
+    Per kernel (our name; other kernels -- CuPy element-wise, cuBLAS/cuSOLVER -- under their own
+    names, phase 'other'): launches and ms per step, GFLOP/s ((dadd + dmul + 2 dfma) over the
+    kernel time), DRAM GB/s and its share of the measured copy bandwidth ``copy_gbs``, and the
+    duration-weighted means of the L2 hit rate, global-load efficiency, memory and SM throughput;
+    beside them the papers' numbers of the matching kernel (paper 001 Table 5, paper 000 Table 4).
+    Per phase (Table 6 of 001): the duration-weighted means of the metrics over the phase's kernels."""
+    df = launches.copy()
+    df["flops"] = df["dadd"].fillna(0) + df["dmul"].fillna(0) + 2 * df["dfma"].fillna(0)
+    rows = []
+    for base, g in df.groupby("base", sort=False):
+        phase, solver_phase, p001, p000 = NCU_KERNELS.get(base, ("other", "", "", None))
+        t = g["duration_ns"].sum()
+        row = {"kernel": base, "phase": phase, "solver_phase": solver_phase, "launches_per_step": len(g) / steps,
+               "ms_per_step": t / steps / 1e6, "GFLOP_per_s": g["flops"].sum() / t if t else np.nan,
+               "dram_GB_per_s": g["dram_bytes"].sum() / t if t else np.nan}
+        row["pct_of_copy_bandwidth"] = 100 * row["dram_GB_per_s"] / copy_gbs if copy_gbs else np.nan
+        for c in ("l2_hit_pct", "global_load_efficiency_pct", "mem_throughput_pct", "sm_throughput_pct"):
+            row[c] = _weighted(g, c)
+        row["paper001_kernel"] = p001
+        row.update(dict(zip(PAPER_001_T5_COLUMNS, PAPER_001_T5.get(p001, (np.nan,) * 6))))
+        k000 = PAPER_000_T4.get(p000)
+        row["paper000_k40c_kernel"] = k000[0] if k000 else ""
+        for name, v in zip(("paper000_k40c_ms_per_step", "paper000_k40c_GFLOP_per_s", "paper000_k40c_l2_hit_pct",
+                            "paper000_k40c_gld_efficiency_pct"), k000[1:] if k000 else (np.nan,) * 4):
+            row[name] = v
+        rows.append(row)
+    kernels = pd.DataFrame(rows).sort_values("ms_per_step", ascending=False, ignore_index=True)
+    phases = []
+    for phase, g in df.assign(phase=df["base"].map(lambda b: NCU_KERNELS.get(b, ("other",))[0])).groupby("phase"):
+        t = g["duration_ns"].sum()
+        row = {"phase": phase, "ms_per_step": t / steps / 1e6, "GFLOP_per_s": g["flops"].sum() / t if t else np.nan,
+               "dram_GB_per_s": g["dram_bytes"].sum() / t if t else np.nan}
+        row["pct_of_copy_bandwidth"] = 100 * row["dram_GB_per_s"] / copy_gbs if copy_gbs else np.nan
+        for c in ("l2_hit_pct", "global_load_efficiency_pct", "mem_throughput_pct", "sm_throughput_pct"):
+            row[c] = _weighted(g, c)
+        for name, v in zip(("paper001_rtx3090_mem_pct", "paper001_v100_mem_pct", "paper001_rtx3090_sm_pct",
+                            "paper001_v100_sm_pct"), PAPER_001_T6.get(phase, (np.nan,) * 4)):
+            row[name] = v
+        phases.append(row)
+    return kernels, pd.DataFrame(phases)
+
+
+def ncu_step(cfg_path=None, overrides=(), steps=2):
+    """The target program of ``ncu-profile``: start-up and ``steps`` - 1 steps unprofiled, then one
+    step between cudaProfilerStart and cudaProfilerStop (ncu runs with --profile-from-start off)."""
+    from solver.backend import get_backend
+    from solver.bsp.model import load
+    from solver.bsp.simulation import Simulation
+
+    be = get_backend("cupy")
+    cp = be.xp
+    cfg = load(cfg_path, list(overrides) + [f"time.steps={steps}", "time.t_end_ps=null", "numerics.backend=cupy",
+                                            "output.progress=false", "output.checkpoint_every_steps=0"])
+    sim = Simulation(cfg, backend=be, progress=False)
+    sim._timer_rows = []  # as Simulation.run
+    sim.startup()
+    for _ in range(steps - 1):
+        sim.step()
+    cp.cuda.Device().synchronize()
+    cp.cuda.runtime.profilerStart()
+    sim.step()
+    cp.cuda.Device().synchronize()
+    cp.cuda.runtime.profilerStop()
+
+
+def ncu_command(target_args, ncu="ncu"):
+    """The ncu command line around ``python -m solver bsp ncu-step <target_args>``."""
+    return [ncu, "--csv", "--print-units", "base", "--profile-from-start", "off", "--target-processes", "all",
+            "--metrics", ",".join(NCU_METRICS.values()), sys.executable, "-m", "solver", "bsp", "ncu-step", *target_args]
+
+
 # ------------------------------------------------------------------------------ command line
 def _common(p):
     p.add_argument("config", nargs="?", default=None, help="YAML run configuration (default: all defaults)")
@@ -597,6 +798,17 @@ def register(bs) -> None:
     p.add_argument("--table4", required=True)
     p.add_argument("--run-json", required=True)
     p.set_defaults(func=_iter_kernels)
+    p = bs.add_parser("ncu-step", help="target of ncu-profile: one time step between cudaProfilerStart/Stop")
+    _common(p)
+    p.add_argument("--steps", type=int_option(1), default=2, help="steps run; the last one is profiled")
+    p.set_defaults(func=_ncu_step)
+    p = bs.add_parser("ncu-profile", help="Table 4 of 000, Tables 5-6 of 001 with hardware counters (Nsight Compute)")
+    _common(p)
+    p.add_argument("--steps", type=int_option(1), default=2, help="steps of the profiled run; the last one is profiled")
+    p.add_argument("--ceilings", help="a kernel-profile ceilings CSV: its copy bandwidth is the 100 %% of pct_of_copy_bandwidth")
+    p.add_argument("--from-csv", help="parse this saved ncu CSV instead of running ncu")
+    p.add_argument("--out", required=True, help="per-kernel CSV; <stem>_phases.csv, <stem>_raw.csv and <stem>.run.json beside it")
+    p.set_defaults(func=_ncu_profile)
     p = bs.add_parser("overlap", help="Fig 10 of 000 (GPU): the step with and without numerics.overlap")
     _common(p)
     p.add_argument("--mesh", default="default", help="mesh label of the rows and the figure")
@@ -651,4 +863,61 @@ def _overlap(a) -> int:
     if not df["identical_results"].all():
         print("overlap changed the results", file=sys.stderr)
         return 1
+    return 0
+
+
+def _ncu_step(a) -> int:
+    ncu_step(a.config, a.overrides, a.steps)
+    return 0
+
+
+def copy_bandwidth(ceilings_csv) -> float | None:
+    """The largest GB/s ceiling of a kernel-profile ceilings CSV (the measured copy bandwidth)."""
+    if not ceilings_csv:
+        return None
+    c = pd.read_csv(ceilings_csv)
+    gbs = c.loc[c["unit"] == "GB/s", "value"]
+    return float(gbs.max()) if len(gbs) else None
+
+
+def _ncu_profile(a) -> int:
+    import shutil
+    import subprocess
+
+    out = Path(a.out)
+    raw = out.with_name(out.stem + "_raw.csv")
+    if a.from_csv:
+        text = Path(a.from_csv).read_text()
+        cmd = None
+    else:
+        ncu = shutil.which("ncu")
+        if ncu is None:
+            print("ncu-profile: no ncu (Nsight Compute) on PATH", file=sys.stderr)
+            return 2
+        target = ([a.config] if a.config else []) + [x for kv in a.overrides for x in ("--set", kv)] + ["--steps", str(a.steps)]
+        cmd = ncu_command(target, ncu)
+        print(" ".join(cmd), file=sys.stderr, flush=True)
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        text = proc.stdout
+        if proc.returncode != 0:
+            print(proc.stdout[-4000:] + proc.stderr[-4000:], file=sys.stderr)
+            return proc.returncode
+        with io.atomic_path(raw) as tmp:
+            tmp.write_text(text)
+    launches = parse_ncu_csv(text)
+    copy_gbs = copy_bandwidth(a.ceilings)
+    kernels, phases = ncu_tables(launches, 1, copy_gbs)
+    machine = provenance.machine_tag()
+    kernels.insert(0, "machine", machine)
+    phases.insert(0, "machine", machine)
+    io.write_csv(kernels, out, float_format="%.6g")
+    io.write_csv(phases, out.with_name(out.stem + "_phases.csv"), float_format="%.6g")
+    rec = provenance.collect({"config": a.config, "overrides": list(a.overrides), "steps": a.steps, "command": cmd,
+                              "from_csv": a.from_csv, "ceilings": a.ceilings},
+                             extra={"copy_GB_per_s": copy_gbs, "metrics": NCU_METRICS, "profiled_steps": 1,
+                                    "machine_tag": machine})
+    io.write_json(out.with_name(out.stem + ".run.json"), rec)
+    pd.set_option("display.width", 250)
+    print(kernels.iloc[:, :13].to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+    print(phases.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
     return 0

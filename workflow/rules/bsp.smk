@@ -25,13 +25,17 @@
 #         Table 2 of 000 (bsp_table2_000_krylov: ILUT + 10 Krylov solvers on the captured Newton
 #         systems, solver.bsp.krylov);
 #         Table 4 of 000 and Tables 5-6 of 001 (bsp_table4_000_kernel_profile: counted flops and
-#         bytes over measured time per BTE kernel, share of the measured ceilings; no hardware
-#         counters);
+#         bytes over measured time per BTE kernel, share of the measured ceilings);
 #         Tables 1 and 4 of 001 (bsp_tables1_4_001_iter_kernels, GPU only: IPIM kernels A/B per
 #         step for NZ = 33..129; per-step time of every ITER CUDA kernel on the standard mesh);
 #         Fig 10 of 000 (bsp_fig10_000_overlap, GPU only: the step with and without
 #         numerics.overlap, the next stage's WENO_x on a second CUDA stream while ITER runs);
+#         Table 4 of 000 and Tables 5-6 of 001 with hardware counters (bsp_tables5_6_001_ncu,
+#         GPU with Nsight Compute's ncu);
+#   check: the coarse 0.1 ps validation against the authors' outputs (bsp_validate);
 #   bench: the time step per (mesh, backend, threads) of config bsp.bench (bsp_bench).
+# Tables and figures show the papers' printed numbers beside ours (solver.bsp.analysis PAPER_*,
+# solver.bsp.profile PAPER_*), named with the paper's hardware.
 
 _RUN = res("bsp", "runs", "{timespec}", "{mesh}", "{backend}_t{nthreads}")
 _RUN_NAME = "run_{timespec}_{mesh}_{backend}_t{nthreads}"
@@ -87,7 +91,8 @@ rule bsp_run:
 
 
 rule bsp_run_gpu:
-    """One solver run with the cupy backend on one GPU."""
+    """One solver run with the cupy backend on one GPU; like the CPU runs it holds every core with
+    bsp.exclusive (launch-bound phases follow the host: a busy host would slow its timers)."""
     input:
         cfg=BSP_RUN_CONFIG,
     output:
@@ -98,7 +103,7 @@ rule bsp_run_gpu:
     params:
         out=lambda wc, output: os.path.dirname(output.run),
         sets=_run_sets,
-    threads: 1
+    threads: BSP_EXCLUSIVE
     resources:
         **cluster(gpu=1, mem_mb=bsp_run_mem_mb, runtime=bsp_run_minutes),
     log:
@@ -141,7 +146,7 @@ rule bsp_phase_tables:
         table3=report(res("bsp", "tables", "table3_iter_001.csv"), **_caption("bsp_table3_001", "001", "phase timing")),
         speedups000=report(res("bsp", "tables", "fig15_speedups_000.csv"), **_caption("bsp_fig15_000", "000", "phase timing")),
         speedups001=report(res("bsp", "tables", "fig7_9_speedups_001.csv"), **_caption("bsp_fig7_001", "001", "phase timing")),
-        weights=res("bsp", "tables", "fig11_13_weights_000.csv"),
+        weights=report(res("bsp", "tables", "fig11_13_weights_000.csv"), **_caption("bsp_fig11_000", "000", "phase timing")),
     params:
         baseline=BSP_BASELINE,
     localrule: True
@@ -243,6 +248,25 @@ rule bsp_fig6_001_convergence:
         "../scripts/bsp_convergence.py"
 
 
+rule bsp_validate:
+    """The coarse 0.1 ps validation against the authors' reference outputs (mean current, N_s(x),
+    j(x), mass within 1 %, steps within one): python -m solver bsp validate on the run of the
+    reference's mesh 6x33x33x150x24 to 0.1 ps with bsp.validation.variant; fails when a check fails."""
+    input:
+        run=bsp_run("ps0.1", BSP_VALIDATION_MESH, BSP_VALIDATION_VARIANT),
+        profiles=bsp_run("ps0.1", BSP_VALIDATION_MESH, BSP_VALIDATION_VARIANT, "profiles.csv"),
+    output:
+        report(res("bsp", "tables", "validation_coarse.csv"), **_caption("bsp_validate", "001", "convergence")),
+    params:
+        run_dir=lambda wc, input: os.path.dirname(input.run),
+        reference=f"--reference {shlex.quote(str(BSP_VALIDATION_REFERENCE))}" if BSP_VALIDATION_REFERENCE else "",
+    localrule: True
+    log:
+        logf("bsp", "validate"),
+    shell:
+        "{SOLVER} bsp validate {params.run_dir:q} {params.reference} --csv {output:q} > {log:q} 2>&1"
+
+
 rule bsp_fig1_geometry:
     """Fig 1 of 000/001: geometry, doping, oxide and gates from the run configuration."""
     input:
@@ -278,8 +302,8 @@ rule bsp_doc_tables:
         "../scripts/bsp_doc.py"
 
 
-_BASELINE_FINAL = dict(fields=bsp_run(bsp_steps("timing"), BSP_TIMING_MESH, BSP_BASELINE, "fields.h5"),
-                       run=bsp_run(bsp_steps("timing"), BSP_TIMING_MESH, BSP_BASELINE, "run.json"))
+_BASELINE_FINAL = dict(fields=bsp_run(bsp_steps("timing", BSP_BASELINE), BSP_TIMING_MESH, BSP_BASELINE, "fields.h5"),
+                       run=bsp_run(bsp_steps("timing", BSP_BASELINE), BSP_TIMING_MESH, BSP_BASELINE, "run.json"))
 
 
 rule bsp_fig4_001_sturm:
@@ -382,6 +406,35 @@ rule bsp_table4_000_kernel_profile:
         "NUMBA_NUM_THREADS={threads} {SOLVER} bsp kernel-profile {input.cfg:q} --backend {params.backend} "
         "{params.sets} --mesh {params.mesh} --threads 1,all --reps {params.reps} --copy-mib {params.copy_mib} "
         "{params.gemm} --out {output.table:q} > {log:q} 2>&1"
+
+
+rule bsp_tables5_6_001_ncu:
+    """Table 4 of 000 and Tables 5-6 of 001 with hardware counters (GPU with Nsight Compute's ncu;
+    config bsp.profile.ncu): every CUDA kernel of the last of bsp.profile.ncu_steps time steps of a
+    cupy run on the timing mesh (python -m solver bsp ncu-profile): GFLOP/s, DRAM GB/s and its share
+    of the copy bandwidth measured by bsp_table4_000_kernel_profile, L2 hit rate, global-load
+    efficiency, memory and SM throughput per kernel and averaged per phase, beside the papers'."""
+    input:
+        cfg=BSP_RUN_CONFIG,
+        ceilings=rules.bsp_table4_000_kernel_profile.output.ceilings,
+    output:
+        table=report(res("bsp", "kernels", "ncu_kernels.csv"), **_caption("bsp_tables5_6_001_ncu", "001", "kernels")),
+        phases=report(res("bsp", "kernels", "ncu_kernels_phases.csv"), **_caption("bsp_tables5_6_001_ncu", "001", "kernels")),
+        raw=res("bsp", "kernels", "ncu_kernels_raw.csv"),
+        run=res("bsp", "kernels", "ncu_kernels.run.json"),
+    params:
+        sets=bsp_mesh_sets(BSP_TIMING_MESH),
+        steps=bsp_get("profile", "ncu_steps", default=2),
+    threads: BSP_EXCLUSIVE_THREADS
+    resources:
+        **cluster(gpu=1, mem_mb=bsp_mem_mb(BSP_TIMING_MESH), runtime=60),
+    log:
+        logf("bsp", "ncu"),
+    benchmark:
+        bench("bsp", "ncu")
+    shell:
+        "{SOLVER} bsp ncu-profile {input.cfg:q} {params.sets} --steps {params.steps} --ceilings {input.ceilings:q} "
+        "--out {output.table:q} > {log:q} 2>&1"
 
 
 rule bsp_tables1_4_001_iter_kernels:
@@ -495,12 +548,15 @@ if enabled("bsp"):
         *rules.bsp_scaling.output,
         *rules.bsp_table7_001_grids.output,
         *rules.bsp_fig6_001_convergence.output,
+        *(rules.bsp_validate.output if BSP_VALIDATION else []),
         *rules.bsp_compare.output,
         *rules.bsp_table2_000_krylov.output,
         *rules.bsp_table4_000_kernel_profile.output,
     ]
     if bsp_bench_cases():
         BSP_TARGETS += list(rules.bsp_bench.output)
+    if BSP_NCU:
+        BSP_TARGETS += list(rules.bsp_tables5_6_001_ncu.output)
     if USE_GPU:
         BSP_TARGETS += list(rules.bsp_tables1_4_001_iter_kernels.output)
         BSP_TARGETS += list(rules.bsp_fig10_000_overlap.output)

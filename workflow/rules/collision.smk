@@ -31,7 +31,7 @@ if enabled("collision"):
         shell: "{SOLVER} collision figure --input {input} --output {output}"
 
     rule collision_maxwellian:
-        output: res("collision", "maxwellian.csv")
+        output: report(res("collision", "maxwellian.csv"), caption=report_caption("collision_checks"), category="paper 004")
         log: logf("collision", "maxwellian")
         benchmark: bench("collision", "maxwellian")
         threads: workflow.cores
@@ -44,7 +44,7 @@ if enabled("collision"):
             "--cache {COLL_CACHE} > {log} 2>&1"
 
     rule collision_bkw:
-        output: res("collision", "bkw.csv")
+        output: report(res("collision", "bkw.csv"), caption=report_caption("collision_checks"), category="paper 004")
         log: logf("collision", "bkw")
         benchmark: bench("collision", "bkw")
         threads: workflow.cores
@@ -57,7 +57,9 @@ if enabled("collision"):
             "--out {params.out} --cache {COLL_CACHE} > {log} 2>&1"
 
     rule collision_bench:
-        output: res("collision", "bench_" + ("gpu" if COLL_BE == "cupy" else "cpu") + ".csv")
+        output:
+            report(res("collision", "bench_" + ("gpu" if COLL_BE == "cupy" else "cpu") + ".csv"),
+                   caption=report_caption("collision_checks"), category="paper 004"),
         log: logf("collision", "bench")
         benchmark: bench("collision", "bench")
         threads: workflow.cores

@@ -145,19 +145,33 @@ def bsp_meshes(path):
     return [bsp_mesh_name(*(r[d] for d in BSP_MESH_DIMS)) for _, r in bsp_table(path).iterrows()]
 
 
+def bsp_variant_table():
+    """{BACKEND_tTHREADS: max_steps or None} of the variants table (optional column max_steps: the
+    variant runs at most that many steps in every series, e.g. a few for the slow NumPy baseline);
+    cupy rows only where the GPU is used."""
+    t = bsp_table(bsp_get("variants", default="config/bsp/variants.tsv"))
+    out = {}
+    for _, r in t.iterrows():
+        cap = r.get("max_steps")
+        if r["backend"] != "cupy" or USE_GPU:
+            out[f"{r['backend']}_t{int(r['threads'])}"] = int(cap) if isinstance(cap, str) and cap else None
+    return out
+
+
 def bsp_variants():
     """BACKEND_tTHREADS of the variants table; cupy rows only where the GPU is used."""
-    t = bsp_table(bsp_get("variants", default="config/bsp/variants.tsv"))
-    out = [f"{r['backend']}_t{int(r['threads'])}" for _, r in t.iterrows()]
-    return [v for v in out if USE_GPU or not v.startswith("cupy")]
+    return list(bsp_variant_table())
 
 
 def bsp_run(timespec, mesh, variant, name="run.json"):
     return res("bsp", "runs", timespec, mesh, variant, name)
 
 
-def bsp_steps(series):
-    return f"steps{int(bsp_get(series, 'steps', default=10))}"
+def bsp_steps(series, variant=None):
+    """steps<N> of a series' runs: bsp.<series>.steps, capped by the variant's max_steps."""
+    steps = int(bsp_get(series, "steps", default=10))
+    cap = BSP_STEP_CAPS.get(variant) if variant else None
+    return f"steps{min(steps, cap) if cap else steps}"
 
 
 def bsp_set_options(sets):
@@ -187,16 +201,36 @@ if enabled("bsp"):
 BSP_EXCLUSIVE_THREADS = 1 << 20  # Snakemake caps threads at --cores: "all of them"
 BSP_EXCLUSIVE = BSP_EXCLUSIVE_THREADS if bsp_get("exclusive", default=True) else 1
 BSP_RUN_CONFIG = bsp_get("run_config", default="config/bsp/dgmosfet.yaml")
-BSP_VARIANTS = bsp_variants() if enabled("bsp") else []
+BSP_STEP_CAPS = bsp_variant_table() if enabled("bsp") else {}
+BSP_VARIANTS = list(BSP_STEP_CAPS)
 BSP_BASELINE = bsp_get("baseline", default="numpy_t1")
 BSP_TIMING_MESH = bsp_get("timing", "mesh", default="6x65x65x300x48")
 BSP_SCALING_REF = bsp_get("scaling", "reference", default="6x65x65x300x48")
 BSP_SCALING_DIMS = bsp_get("scaling", "dims", default=list(BSP_MESH_DIMS))
 BSP_SCALING_VARIANTS = [v for v in (bsp_get("scaling", "variants") or BSP_VARIANTS) if v in BSP_VARIANTS]
+BSP_GRID_VARIANTS = [v for v in (bsp_get("grids", "variants") or BSP_VARIANTS) if v in BSP_VARIANTS]
 BSP_GRID_MESHES = bsp_meshes(bsp_get("grids", "table", default="config/bsp/grids.tsv")) if enabled("bsp") else []
+# the coarse 0.1 ps validation against the authors' reference (rule bsp_validate): a run of the
+# reference's mesh to 0.1 ps with bsp.validation.variant (the convergence sequence's run when it
+# has the same mesh and variant), compared by `python -m solver bsp validate`
+# hardware counters (rule bsp_tables5_6_001_ncu) with the GPU where ncu exists (bsp.profile.ncu: auto),
+# or always (true: a missing ncu fails the rule), or never; without them the counted table stands
+_ncu = bsp_get("profile", "ncu", default="auto")
+BSP_NCU = USE_GPU and (_ncu is True or (_ncu == "auto" and __import__("shutil").which("ncu") is not None))
+BSP_VALIDATION = bool(bsp_get("validation", "enabled", default=True))
+BSP_VALIDATION_MESH = "6x33x33x150x24"
+BSP_VALIDATION_VARIANT = bsp_get("validation", "variant", default="numpy_t1")
+BSP_VALIDATION_REFERENCE = bsp_get("validation", "reference")
 BSP_CONV_VARIANT = bsp_get("convergence", "variant", default="numpy_t1")
 BSP_CONV_TIME = f"ps{float(bsp_get('convergence', 't_end_ps', default=0.1)):g}"
 BSP_CONV_MESHES = bsp_meshes(bsp_get("convergence", "table", default="config/bsp/convergence.tsv")) if enabled("bsp") else []
+for _key, _v in (("bsp.validation.variant", BSP_VALIDATION_VARIANT), ("bsp.convergence.variant", BSP_CONV_VARIANT)):
+    if enabled("bsp") and _v.startswith("cupy") and not USE_GPU:
+        raise ValueError(f"config key {_key!r}: {_v!r} needs the GPU (config key gpu is off or no GPU was found)")
+for _key, _vs in (("bsp.scaling.variants", BSP_SCALING_VARIANTS), ("bsp.grids.variants", BSP_GRID_VARIANTS)):
+    if enabled("bsp") and not _vs:
+        raise ValueError(f"config key {_key!r}: none of {bsp_get(*_key.split('.')[1:])} is a variant of the table "
+                         f"{bsp_get('variants')} ({BSP_VARIANTS})")
 if enabled("bsp") and BSP_BASELINE not in BSP_VARIANTS:
     raise ValueError(f"config key 'bsp.baseline': {BSP_BASELINE!r} is not a variant of the table "
                      f"{bsp_get('variants')} ({BSP_VARIANTS})")
@@ -205,12 +239,12 @@ if enabled("bsp") and BSP_BASELINE not in BSP_VARIANTS:
 def bsp_series_runs(series):
     """run.json of every run of a series: timing, scaling, grids."""
     if series == "timing":
-        return [bsp_run(bsp_steps("timing"), BSP_TIMING_MESH, v) for v in BSP_VARIANTS]
+        return [bsp_run(bsp_steps("timing", v), BSP_TIMING_MESH, v) for v in BSP_VARIANTS]
     if series == "scaling":
         meshes = [BSP_SCALING_REF] + [bsp_double(BSP_SCALING_REF, d) for d in BSP_SCALING_DIMS]
-        return [bsp_run(bsp_steps("scaling"), m, v) for m in meshes for v in BSP_SCALING_VARIANTS]
+        return [bsp_run(bsp_steps("scaling", v), m, v) for m in meshes for v in BSP_SCALING_VARIANTS]
     if series == "grids":
-        return [bsp_run(bsp_steps("grids"), m, v) for m in BSP_GRID_MESHES for v in BSP_VARIANTS]
+        return [bsp_run(bsp_steps("grids", v), m, v) for m in BSP_GRID_MESHES for v in BSP_GRID_VARIANTS]
     raise ValueError(series)
 
 
@@ -219,6 +253,8 @@ def bsp_set_list(mesh, timespec):
     sets = [f"mesh.{k}={v}" for k, v in bsp_parse_mesh(mesh).items()]
     if timespec.startswith("steps"):
         sets += [f"time.steps={int(timespec[5:])}", "time.t_end_ps=null"]
+        if bsp_get("checkpoint_steps"):  # timing runs longer than a job's time slot resume from these
+            sets.append(f"output.checkpoint_every_steps={int(bsp_get('checkpoint_steps'))}")
     else:
         sets += [f"time.t_end_ps={timespec[2:]}", "time.steps=null"]
     return sets + list(bsp_get("set", default=[]))
@@ -229,9 +265,10 @@ def bsp_check_runs():
     (solver.bsp.model.load: the message names the key)."""
     from solver.bsp import model as bsp_model
 
-    plans = {(m, bsp_steps(s)) for s in ("timing", "scaling", "grids") for m in
-             {r.split("/")[-3] for r in bsp_series_runs(s)}}
+    plans = {tuple(Path(r).parts[-4:-2][::-1]) for s in ("timing", "scaling", "grids") for r in bsp_series_runs(s)}
     plans |= {(m, BSP_CONV_TIME) for m in BSP_CONV_MESHES}
+    if BSP_VALIDATION:
+        plans.add((BSP_VALIDATION_MESH, "ps0.1"))
     for mesh, ts in sorted(plans):
         try:
             bsp_model.load(BSP_RUN_CONFIG, bsp_set_list(mesh, ts))

@@ -22,8 +22,8 @@ if enabled("rgf"):
 
     rule rgf_bulk:
         output:
-            csv=res("rgf", "bulk_gaps.csv"),
-            fig=res("rgf", "bulk_bands.png"),
+            csv=report(res("rgf", "bulk_gaps.csv"), caption=report_caption("rgf_bands"), category="paper 002"),
+            fig=report(res("rgf", "bulk_bands.png"), caption=report_caption("rgf_bands"), category="paper 002"),
         log:
             logf("rgf", "bulk"),
         benchmark:
@@ -38,7 +38,7 @@ if enabled("rgf"):
 
     rule rgf_wire_gaps:
         output:
-            csv=res("rgf", "wire_gaps.csv"),
+            csv=report(res("rgf", "wire_gaps.csv"), caption=report_caption("rgf_bands"), category="paper 002"),
         params:
             sizes=",".join(map(str, RGF["wire_gaps"]["sizes"])),
             tbset=RGF["wire_gaps"]["set"],
@@ -122,7 +122,7 @@ if enabled("rgf"):
         input:
             [res("rgf", "scaling", f"w{w}_c{c}.csv") for w, c in RGF_SCALING],
         output:
-            csv=res("rgf", "fig8a_strong_scaling.csv"),
+            csv=report(res("rgf", "fig8a_strong_scaling.csv"), caption=report_caption("rgf_figures"), category="paper 002"),
             fig=report(res("rgf", "fig8a_strong_scaling.png"), caption=report_caption("rgf_figures"), category="paper 002"),
         params:
             title=f"{_RSC['ny']}x{_RSC['nz']} x {_RSC['xuc']} UC, {_RSC['ne']} energies",
@@ -135,7 +135,7 @@ if enabled("rgf"):
 
     rule rgf_table3_fig7_cases:
         output:
-            csv=res("rgf", "table3_cases.csv"),
+            csv=report(res("rgf", "table3_cases.csv"), caption=report_caption("rgf_figures"), category="paper 002"),
             fig=report(res("rgf", "fig7_cases.png"), caption=report_caption("rgf_figures"), category="paper 002"),
         params:
             cases=",".join(map(str, RGF_CASES)),
@@ -153,7 +153,7 @@ if enabled("rgf"):
 
     rule rgf_fig2_cost:
         output:
-            csv=res("rgf", "fig2_cost.csv"),
+            csv=report(res("rgf", "fig2_cost.csv"), caption=report_caption("rgf_figures"), category="paper 002"),
             fig=report(res("rgf", "fig2_cost.png"), caption=report_caption("rgf_figures"), category="paper 002"),
         params:
             lengths=",".join(map(str, _RK["lengths"])),
@@ -176,7 +176,7 @@ if enabled("rgf"):
 
     rule rgf_table1:
         output:
-            res("rgf", "table1_thread_efficiency.csv"),
+            report(res("rgf", "table1_thread_efficiency.csv"), caption=report_caption("rgf_table1"), category="paper 002"),
         localrule: True
         log:
             logf("rgf", "table1"),

@@ -9,15 +9,17 @@ from solver.bsp import analysis as A
 
 runs = pd.read_csv(snakemake.input[0])
 out, mesh, base = snakemake.output, snakemake.params.mesh, snakemake.params.baseline
-io.save_figure(A.plot_weights(A.weights(runs, "step", A.TOP), A.TOP,
+with_paper = pd.concat([runs, A.paper_runs_000()])  # Table 5 of 000's versions as the last bars
+io.save_figure(A.plot_weights(A.weights(with_paper, "step", A.TOP), A.TOP,
                               f"Fig 11 (000): weight of BTE / DENS / ITER per time step, mesh {mesh}"), out.fig11)
 io.save_figure(A.plot_weights(A.weights(runs, "BTE", A.BTE_KERNELS), A.BTE_KERNELS,
                               f"Fig 12 (000): weight of the BTE kernels, mesh {mesh}"), out.fig12)
-io.save_figure(A.plot_weights(A.weights(runs, "ITER", A.ITER_STEPS), A.ITER_STEPS,
+io.save_figure(A.plot_weights(A.weights(with_paper, "ITER", A.ITER_STEPS), A.ITER_STEPS,
                               f"Fig 13 (000): weight of the ITER steps, mesh {mesh}"), out.fig13)
+paper001 = A.paper_speedups_001()
 io.save_figure(A.plot_speedups(A.speedups(A.phase_table(runs, A.TABLE5_000), base),
-                               f"Fig 15 (000): speedup per phase vs {base}, mesh {mesh}"), out.fig15)
+                               f"Fig 15 (000): speedup per phase vs {base}, mesh {mesh}", A.paper_speedups_000()), out.fig15)
 io.save_figure(A.plot_speedups(A.speedups(A.phase_table(runs, A.TABLE2_001), base),
-                               f"Fig 7 (001): speedup of a time step, BTE and iter vs {base}"), out.fig7)
+                               f"Fig 7 (001): speedup of a time step, BTE and iter vs {base}", paper001), out.fig7)
 io.save_figure(A.plot_speedups(A.speedups(A.phase_table(runs, A.TABLE3_001), base),
-                               f"Figs 8-9 (001): speedup of the iter sections vs {base}"), out.fig8_9)
+                               f"Figs 8-9 (001): speedup of the iter sections vs {base}", paper001), out.fig8_9)

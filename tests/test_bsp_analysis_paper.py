@@ -1,0 +1,42 @@
+"""The papers' printed numbers shown beside ours (issue #15): values as printed, derived speedups,
+the labels that name the paper's hardware."""
+import numpy as np
+import pandas as pd
+import pytest
+
+from solver.bsp import analysis as A
+
+
+def test_table5_000_as_printed_and_its_speedups():
+    t = A.paper_table5_000()
+    assert t.shape == (10, 9) and list(t.columns) == list(A.TABLE5_000)
+    assert t.iloc[0]["step"] == 19.82 and t.iloc[-1]["ITER"] == 0.26 and t.iloc[-1]["scatt."] == 0.105
+    assert all(lab.startswith(A.PAPER_000_HW) for lab in t.index)
+    sp = A.paper_speedups_000()
+    assert sp.iloc[8]["step"] == pytest.approx(19.82 / 1.73) and sp.iloc[-1]["BTE"] == pytest.approx(18.56 / 0.21)
+    assert [A.paper_thread_count(x) for x in sp.index] == [1, 2, 4, 6, 8, 10, 12, 14, 16, None]
+
+
+def test_tables_2_3_7_of_001():
+    sp = A.paper_speedups_001()
+    assert sp.loc["paper 001: Tesla V100", "BTE"] == 416.40 and sp.loc["paper 001: GeForce RTX 3090", "iter.Frechet"] == 145.46
+    assert np.isnan(sp.loc["paper 001: 2x Xeon Silver 4210 (20 cores), 2 threads", "iter.eigen"])
+    assert [A.paper_thread_count(x) for x in sp.index] == [2, 4, 8, 16, None, None]
+    t7 = A.paper_table7_001(["6x97x97x450x72", "3x9x9x12x8"])
+    assert t7.loc["6x97x97x450x72", "paper 001: Tesla V100"] == 207.50 and t7.loc["3x9x9x12x8"].isna().all()
+
+
+def test_with_source_keeps_our_rows_first():
+    ours = pd.DataFrame({"step": [2.0, 1.0]}, index=pd.Index(["numba_t1", "cupy_t1"], name="variant"))
+    out = A.with_source(ours, "nvidia-h200", A.paper_table5_000())
+    assert list(out["source"][:2]) == ["ours (nvidia-h200)"] * 2 and (out["source"][2:] == "paper").all()
+    assert list(out.columns) == ["source", "step"] and out["step"].iloc[2] == 19.82
+
+
+def test_paper_runs_weights():
+    """Figs 11 and 13 with the paper's versions: ITER of the hybrid code 0.26 of 0.47 s per step."""
+    w = A.weights(A.paper_runs_000(), "step", A.TOP)
+    assert w["ITER [%]"].iloc[-1] == pytest.approx(100 * 0.26 / 0.47)
+    wi = A.weights(A.paper_runs_000(), "ITER", A.ITER_STEPS)
+    assert wi["ITER/eigen"].iloc[0] == 0.23 and wi["other"].iloc[0] == pytest.approx(1.22 - 0.23 - 0.37 - 0.59)
+    assert A.variant_label(w.index[0]) == "paper 000 (E5-2630, K40c): sequential"

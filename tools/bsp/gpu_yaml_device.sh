@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# One device call of `snakemake --cores 16 --configfile config/gpu.yaml` (issue #15): runs for at most
+# LIMIT_S seconds (default 540, inside the device's 10-minute command limit), then stops Snakemake
+# cleanly (SIGINT: running jobs are killed, their outputs marked incomplete) and tars the small files
+# of results/<machine>/ into $OUT.  Call it again on the same (warm) machine and it goes on where it
+# stopped: the work folder WORK (default /tmp/gpu_yaml, outside the carried tree, which each call
+# replaces) keeps the results, the checkpoints and .snakemake/; unfinished jobs are redone and solver
+# runs resume from their checkpoints (config bsp.checkpoint_steps for the timing runs).
+#
+# From the repository root of a copy of the code (see docs/reproduction.md, "Running config/gpu.yaml"):
+#   python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/site .whl/*.whl
+#   export PYTHONPATH=$PWD:/tmp/site PATH=/tmp/site/bin:$PATH SOLVER_SOURCE_COMMIT=<commit> PYTHONUNBUFFERED=1
+#   bash tools/bsp/gpu_yaml_device.sh                      # everything (about 2.3 h on an H200 host)
+#   TARGETS="bsp_all" bash tools/bsp/gpu_yaml_device.sh    # or a part: rule names or files
+#   FINAL=1 bash tools/bsp/gpu_yaml_device.sh              # last call: also the HTML report
+# Files back in $OUT (at most 8, 16 MiB each): results_<machine>.tgz (every csv/json/png/md/log/tsv of
+# results/<machine>/ and results/compare/, no .h5), snakemake_<n>.log, status.txt (the jobs still to
+# run), report.html (FINAL=1).  LIMIT_S, WORK, TARGETS, FINAL, CONFIG (default config/gpu.yaml; e.g.
+# config/smoke.yaml to try the chunking on a CPU) are campaign settings, not variants.
+set -u
+LIMIT_S=${LIMIT_S:-540}
+WORK=${WORK:-/tmp/gpu_yaml}
+TARGETS=${TARGETS:-}
+CONFIG=${CONFIG:-config/gpu.yaml}
+OUT=${OUT:-$PWD/out}
+if [ -z "${SOLVER_SOURCE_COMMIT:-}" ]; then  # the copy's .git is stale: run.json must name the code
+    echo "set SOLVER_SOURCE_COMMIT to the commit of this code (it goes into every run.json)" >&2
+    exit 2
+fi
+mkdir -p "$OUT" "$WORK"
+SRC=$PWD
+t0=$(date +%s)
+
+# the code of this call into the work folder (results/, .snakemake/ and checkpoints there stay)
+tar cf - --exclude=./results --exclude=./.snakemake --exclude=./out --exclude=./.whl . | tar xf - -C "$WORK"
+cd "$WORK" || exit 1
+PYTHONPATH=${PYTHONPATH:-}
+export PYTHONPATH=$WORK:${PYTHONPATH#"$SRC"}
+MACHINE=$(python3 -c "from solver.provenance import machine_tag; print(machine_tag())")
+RESULTS=$(python3 -c "import yaml; print(yaml.safe_load(open('$CONFIG')).get('results_dir', 'results'))")
+n=$(ls "$WORK"/.chunk_* 2>/dev/null | wc -l)
+touch "$WORK/.chunk_$n"
+echo "chunk $n on $MACHINE, code $SOLVER_SOURCE_COMMIT, limit ${LIMIT_S}s, targets: ${TARGETS:-all}"
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
+command -v ncu && ncu --version | tail -1
+
+snakemake --unlock --configfile "$CONFIG" > /dev/null 2>&1
+left=$(( LIMIT_S - ($(date +%s) - t0) - 40 ))  # 40 s for Snakemake to stop, the tar and the status
+# shellcheck disable=SC2086
+timeout --signal=INT --kill-after=20 "$left" snakemake --cores 16 --configfile "$CONFIG" \
+    --rerun-incomplete --keep-going --printshellcmds $TARGETS > "$OUT/snakemake_$n.log" 2>&1
+rc=$?
+echo "snakemake exit $rc after $(( $(date +%s) - t0 )) s (124: stopped at the limit; call again)"
+
+# shellcheck disable=SC2086
+snakemake -n --quiet rules --configfile "$CONFIG" $TARGETS > "$OUT/status.txt" 2>&1
+if [ "${FINAL:-0}" = 1 ]; then
+    snakemake --cores 16 --configfile "$CONFIG" --report "$OUT/report.html" >> "$OUT/snakemake_$n.log" 2>&1
+fi
+find "$RESULTS/$MACHINE" "$RESULTS/compare" -type f \( -name '*.csv' -o -name '*.json' -o -name '*.png' -o -name '*.md' \
+    -o -name '*.log' -o -name '*.tsv' \) 2>/dev/null | tar czf "$OUT/results_$MACHINE.tgz" -T -
+ls -la "$OUT"
+tail -15 "$OUT/status.txt"
+grep -E "steps \([0-9]+%\) done|Error in rule|Exiting because" "$OUT/snakemake_$n.log" | tail -5
