@@ -21,6 +21,7 @@ include: "workflow/rules/bsp.smk"
 include: "workflow/rules/vecops.smk"
 include: "workflow/rules/collision.smk"
 include: "workflow/rules/rgf.smk"
+include: "workflow/rules/iv.smk"
 
 
 report: "workflow/report/workflow.rst"

@@ -30,9 +30,10 @@ def register(sub) -> None:
     v.add_argument("config", nargs="?", default=None)
     v.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     v.set_defaults(func=_show_config)
-    from solver.bsp import bench, krylov, profile, validate
+    from solver.bsp import bench, iv, krylov, profile, validate
 
     validate.register(bs)
+    iv.register(bs)
     bench.register(bs)
     profile.register(bs)
     krylov.register_cli(bs)
