@@ -74,7 +74,8 @@ def test_time_mean_piecewise_linear():
 
 def test_junction_nodes():
     m = Model(cfg_of("mesh.NX=33"))
-    assert steady.junction_nodes(m) == [8, 9, 23, 24]  # x = 5 and 15 nm are the nodes 8 and 24 (high-doped)
+    # x = 5 and 15 nm are the nodes 8 and 24 (high-doped); the steps lie between 8 and 9, 23 and 24
+    assert steady.junction_nodes(m) == [7, 8, 9, 10, 22, 23, 24, 25]
 
 
 # ------------------------------------------------------------------------------ runs

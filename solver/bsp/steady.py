@@ -115,11 +115,12 @@ def current_profiles(sim) -> dict:
 
 
 def junction_nodes(model) -> list[int]:
-    """x nodes next to a doping step (the last high-doped node of the source and the first of the
-    drain, with their channel neighbours)."""
+    """x nodes within two nodes of a doping step (the step lies between the last high-doped node
+    of the source and the first channel node, and between the last channel node and the first of
+    the drain): where the nodal current deviates (docs/iv.md)."""
     nd = model.N_D.max(axis=1)
     step = np.flatnonzero(np.diff(nd) != 0)
-    return sorted({int(i) for s in step for i in (s, s + 1)})
+    return sorted({int(i) for s in step for i in range(s - 1, s + 3) if 0 <= i < model.NX})
 
 
 def spreads(sim) -> dict:
