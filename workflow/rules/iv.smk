@@ -15,6 +15,7 @@ import json
 from solver.bsp import iv as bsp_iv
 
 IV = section("iv")
+IV_ON = bool(IV) and enabled("iv")  # a config without an iv section (config/gpu_quick.yaml) has no iv study
 IV_MESH = IV.get("mesh", "6x33x33x150x24")
 IV_BACKEND = IV.get("backend", "numpy")
 if IV_BACKEND == "auto":
@@ -23,8 +24,8 @@ IV_THREADS = 1 if IV_BACKEND == "cupy" else int(IV.get("threads", 1))
 IV_VARIANT = f"{IV_BACKEND}_t{IV_THREADS}"
 IV_BOTTOM = IV.get("bottom_gate_V")
 IV_SOURCES = {bsp_iv.point_name(g, d, IV_BOTTOM): (None if s is None else bsp_iv.point_name(*s, IV_BOTTOM))
-              for (g, d), s in bsp_iv.sources(IV).items()} if enabled("iv") else {}
-IV_BIAS = {bsp_iv.point_name(g, d, IV_BOTTOM): (g, d) for g, d in bsp_iv.points(IV)} if enabled("iv") else {}
+              for (g, d), s in bsp_iv.sources(IV).items()} if IV_ON else {}
+IV_BIAS = {bsp_iv.point_name(g, d, IV_BOTTOM): (g, d) for g, d in bsp_iv.points(IV)} if IV_ON else {}
 _IV_RUN = res("iv", "runs", IV_MESH, IV_VARIANT, "{point}")
 
 
@@ -65,7 +66,7 @@ def iv_check_runs():
             raise ValueError(f"iv point {p}: {exc}") from None
 
 
-if enabled("iv"):
+if IV_ON:
     iv_check_runs()
 
     rule iv_point:
