@@ -141,3 +141,13 @@ def test_collect_writes_the_study(bias_runs, tmp_path):
     curv = pd.read_csv(tmp_path / "curves.csv")
     assert list(curv[curv["curve"] == "idvd_vg0.5"]["V_DS"]) == [0.05, 0.1, 0.2]
     assert json.loads((tmp_path / "iv.provenance.json").read_text())["iv"] == study
+
+
+def test_figures_of_merit_with_missing_points():
+    """A failed point leaves a curve short: the table gives NaN where it cannot read a value."""
+    pts = _synthetic_points()
+    pts = pts[~np.isclose(pts["V_DS"], 0.4)]  # the whole high-V_DS curve failed
+    fom = iv.figures_of_merit(iv.curves(pts, STUDY), STUDY)
+    assert fom[fom["quantity"] == "Vth"]["value"].iloc[0] == pytest.approx(0.0, abs=1e-12)
+    assert math.isnan(fom[fom["quantity"] == "DIBL"]["value"].iloc[0])
+    assert "Ion" not in set(fom["quantity"])

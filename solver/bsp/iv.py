@@ -175,6 +175,9 @@ def figures_of_merit(curv: pd.DataFrame, iv: dict) -> pd.DataFrame:
     for d in vds_list:
         c = curv[curv["curve"] == f"idvg_vds{d:g}"].sort_values("V_G")
         vg, idd = c["V_G"].to_numpy(), c["Id_A_per_m"].to_numpy()
+        if len(vg) < 2:  # points missing (a failed run): nothing to read from this curve
+            vth[d] = math.nan
+            continue
         vth[d] = vth_constant_current(vg, idd, i_th)
         add("Vth", vth[d], "V", f"V_DS = {d:g} V",
             f"constant current: V_G where Id = {i_th:g} A/m (log Id interpolated linearly in V_G)")
@@ -192,10 +195,11 @@ def figures_of_merit(curv: pd.DataFrame, iv: dict) -> pd.DataFrame:
         add("DIBL", 1e3 * (vth[lo] - vth[hi]) / (hi - lo), "mV/V", f"V_DS = {lo:g} and {hi:g} V",
             "(Vth(low V_DS) - Vth(high V_DS)) / (V_DS high - V_DS low), constant-current Vth")
     c = curv[curv["curve"] == f"idvg_vds{hi:g}"].sort_values("V_G")
-    ion, ioff = float(c["Id_A_per_m"].iloc[-1]), float(c["Id_A_per_m"].iloc[0])
-    add("Ion", ion, "A/m", f"V_G = {c['V_G'].iloc[-1]:g} V, V_DS = {hi:g} V", "Id at the highest V_G and V_DS")
-    add("Ioff", ioff, "A/m", f"V_G = {c['V_G'].iloc[0]:g} V, V_DS = {hi:g} V", "Id at the lowest V_G, highest V_DS")
-    add("Ion/Ioff", ion / ioff if ioff > 0 else math.nan, "1", f"V_DS = {hi:g} V", "ratio of the two")
+    if len(c):
+        ion, ioff = float(c["Id_A_per_m"].iloc[-1]), float(c["Id_A_per_m"].iloc[0])
+        add("Ion", ion, "A/m", f"V_G = {c['V_G'].iloc[-1]:g} V, V_DS = {hi:g} V", "Id at the highest V_G and V_DS")
+        add("Ioff", ioff, "A/m", f"V_G = {c['V_G'].iloc[0]:g} V, V_DS = {hi:g} V", "Id at the lowest V_G, highest V_DS")
+        add("Ion/Ioff", ion / ioff if ioff > 0 else math.nan, "1", f"V_DS = {hi:g} V", "ratio of the two")
     for g in iv["idvd_vg"]:
         c = curv[curv["curve"] == f"idvd_vg{float(g):g}"].sort_values("V_DS")
         vd, idd = c["V_DS"].to_numpy(), c["Id_A_per_m"].to_numpy()
@@ -293,7 +297,8 @@ def _gates(iv) -> str:
 
 # ---------------------------------------------------------------------------------- CLI
 def collect(run_dirs, iv: dict, out) -> dict:
-    """Every table and figure of the study into ``out`` (see docs/iv.md)."""
+    """Every table and figure of the study into ``out`` (see docs/iv.md); the curves hold the
+    points given (a point whose run failed is simply absent)."""
     from solver import io, provenance
 
     out = Path(out)
