@@ -151,3 +151,11 @@ def test_figures_of_merit_with_missing_points():
     assert fom[fom["quantity"] == "Vth"]["value"].iloc[0] == pytest.approx(0.0, abs=1e-12)
     assert math.isnan(fom[fom["quantity"] == "DIBL"]["value"].iloc[0])
     assert "Ion" not in set(fom["quantity"])
+
+
+def test_low_gate_points_start_from_the_floor():
+    src = iv.sources({**STUDY, "low_vg_from": -0.1, "continuation": True})
+    assert src[(-0.3, 0.05)] == (-0.1, 0.05) and src[(-0.2, 0.4)] == (-0.1, 0.4)
+    assert src[(-0.1, 0.05)] is None and src[(-0.1, 0.4)] == (-0.1, 0.05)  # the floor itself: a V_DS chain
+    src = iv.sources({**STUDY, "low_vg_from": -0.1})
+    assert src[(-0.3, 0.4)] == (-0.1, 0.4) and src[(-0.1, 0.4)] is None and src[(0.3, 0.4)] is None

@@ -37,17 +37,24 @@ def points(iv: dict) -> list[tuple[float, float]]:
 
 
 def sources(iv: dict) -> dict:
-    """Continuation source of each point (None = a fresh start): with ``continuation`` on, a point
-    starts from the point at the same V_G and the next lower V_DS of the study, so each gate
-    voltage is one chain along V_DS and the chains run in parallel; the lowest V_DS of every
-    V_G starts fresh.  Off: every point starts fresh (all in parallel)."""
+    """Continuation source of each point (None = a fresh start).
+
+    - ``low_vg_from`` (a V_G of the study, or None): a point with a lower V_G starts from the
+      point at that V_G and the same V_DS (with the bias ramp ``ramp_ps``): fresh starts at low
+      V_G fault with a negative density (docs/iv.md), a ramp down from a conducting state does not.
+    - ``continuation`` on: every other point starts from the point at the same V_G and the next
+      lower V_DS of the study, so each gate voltage is one chain along V_DS and the chains run in
+      parallel; the lowest V_DS of every V_G starts fresh.  Off: those points start fresh."""
     pts = points(iv)
     out = {p: None for p in pts}
-    if not iv.get("continuation", False):
-        return out
+    floor = iv.get("low_vg_from")
     for g, d in pts:
-        lower = [dd for gg, dd in pts if gg == g and dd < d]
-        out[(g, d)] = (g, max(lower)) if lower else None
+        if floor is not None and g < floor - 1e-9 and (round(float(floor), 6), d) in out:
+            out[(g, d)] = (round(float(floor), 6), d)
+            continue
+        if iv.get("continuation", False):
+            lower = [dd for gg, dd in pts if gg == g and dd < d]
+            out[(g, d)] = (g, max(lower)) if lower else None
     return out
 
 
