@@ -70,9 +70,9 @@ def run_sets(iv: dict, vg: float, vds: float) -> list[str]:
     bias = [f"bias.V_DS={_num(vds)}"] + ([f"bias.V_G={_num(vg)}"] if b is None else
                                          [f"bias.V_G_top={_num(vg)}", f"bias.V_G_bottom={_num(b)}"])
     st = iv["steady"]
-    return bias + ["steady.enabled=true", f"steady.window_ps={_num(st['window_ps'])}", f"steady.rtol={_num(st['rtol'])}",
-                   f"steady.conservation_tol={_num(st['conservation_tol'])}", f"time.t_end_ps={_num(st['t_max_ps'])}",
-                   "time.steps=null", "continuation.save_final_state=true"] + (
+    return bias + ["steady.enabled=true", f"steady.window_ps={_num(st['window_ps'])}",
+                   f"steady.rtol={_num(st['rtol'])}", f"steady.conservation_tol={_num(st['conservation_tol'])}",
+                   f"time.t_end_ps={_num(st['t_max_ps'])}", "time.steps=null", "continuation.save_final_state=true"] + (
         [f"continuation.ramp_ps={_num(iv['ramp_ps'])}"] if iv.get("ramp_ps") else [])
 
 
@@ -320,7 +320,8 @@ def collect(run_dirs, iv: dict, out) -> dict:
     plot_idvg(curv, iv, out / "idvg_log.png", out / "idvg_linear.png")
     plot_idvd(curv, iv, out / "idvd.png")
     plot_traces(tr, pts, out / "traces.png")
-    io.write_json(out / "iv.provenance.json", provenance.collect(None, None, {"iv": iv, "runs": [str(r) for r in run_dirs]}))
+    io.write_json(out / "iv.provenance.json",
+                  provenance.collect(None, None, {"iv": iv, "runs": [str(r) for r in run_dirs]}))
     return {"points": len(pts), "steady": int(pts["steady"].sum())}
 
 

@@ -28,8 +28,8 @@ CHECKPOINT = "checkpoint.h5"
 FINAL_STATE = "final_state.h5"  # continuation.save_final_state: the last step's checkpoint, for --init-from
 SNAPSHOTS = "snapshots"
 # what a run writes into its folder (cleaned by --overwrite); quicklook.png is the main job's figure
-RUN_FILES = (CHECKPOINT, FINAL_STATE, "run.json", "profiles.csv", "profiles_t0.csv", "scalars.csv", "timers.csv", "fields.h5",
-             "quicklook.png")
+RUN_FILES = (CHECKPOINT, FINAL_STATE, "run.json", "profiles.csv", "profiles_t0.csv", "scalars.csv", "timers.csv",
+             "fields.h5", "quicklook.png")
 ETA_AFTER_STEPS = 3  # steps timed (after the first, which compiles and warms up) before an ETA is given
 STATE_ARRAYS = ("Phi", "V", "eps", "chi", "deps_dx")
 DENS_ARRAYS = ("rho", "PhiHat")  # DENS of Phi, stored as the run computed them
@@ -87,7 +87,7 @@ class Simulation:
         self.max_steps = cfg["time"]["steps"]
         self.first_dt = cfg["time"]["first_dt_s"] / s.t
         self.monitor = steady.Monitor(self.model, cfg["steady"]) if cfg["steady"]["enabled"] else None
-        self.source = None  # continuation: what the run started from (_init_from)
+        self.source = None  # continuation: what the run started from (init_from)
 
     # ------------------------------------------------------------------ start-up
     def startup(self) -> None:
@@ -372,10 +372,10 @@ class Simulation:
         """Bias continuation: after the start-up at this run's bias (V_b and rho^eq, the contact
         data, depend on the gates), take Phi, V and the eigenpairs from the source's final state;
         the first ITER re-solves the potential with this run's (or the ramp's) boundary values."""
-        self.source = self._source(run_dir)
-        be = self.backend
         import h5py
 
+        self.source = self._source(run_dir)
+        be = self.backend
         with h5py.File(Path(run_dir) / FINAL_STATE, "r") as f:
             arrays = {k: be.asarray(f[k][...]) for k in STATE_ARRAYS + DENS_ARRAYS}
             A_eps = float(f.attrs["A_eps"])

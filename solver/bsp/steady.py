@@ -74,7 +74,8 @@ class Monitor:
         dNs = self.hist[-1][2] - self.hist[0][2]  # m^-2 over the window
         charge = Q * np.concatenate([[0.0], np.cumsum(_trapezoid_cells(dNs) * self.dx_m)])  # C/m in [0, x]
         charging = float(np.max(np.abs(charge)) / (t[-1] - t[0]) / scale)
-        return {"current_A_per_m": float(current), "drift": float(max(abs(m[1] - m[0]), abs(m[2] - m[1])) / scale), "charging": charging,
+        drift = max(abs(m[1] - m[0]), abs(m[2] - m[1])) / scale
+        return {"current_A_per_m": float(current), "drift": float(drift), "charging": charging,
                 "window_ps": float((t[-1] - t[0]) * 1e12)}
 
     def record(self) -> dict:

@@ -40,7 +40,8 @@ def _iv_source(wc):
 
 def _iv_sets_list(point):
     g, d = IV_BIAS[point]
-    sets = bsp_iv.run_sets(IV, g, d) + [f"mesh.{k}={v}" for k, v in bsp_parse_mesh(IV_MESH).items()] + list(IV.get("set", []))
+    mesh = [f"mesh.{k}={v}" for k, v in bsp_parse_mesh(IV_MESH).items()]
+    sets = bsp_iv.run_sets(IV, g, d) + mesh + list(IV.get("set", []))
     s = IV_SOURCES[point]
     if s is not None:
         sets.append(f"continuation.init_from={os.path.dirname(iv_run(s))}")
@@ -93,7 +94,8 @@ if IV_ON:
         benchmark:
             bench("iv", "point_{point}")
         shell:
-            "OMP_NUM_THREADS={params.nthreads} OPENBLAS_NUM_THREADS={params.nthreads} NUMBA_NUM_THREADS={params.nthreads} "
+            "OMP_NUM_THREADS={params.nthreads} OPENBLAS_NUM_THREADS={params.nthreads} "
+            "NUMBA_NUM_THREADS={params.nthreads} "
             "{SOLVER} run {input.cfg:q} --out {params.out:q} --backend {params.backend} --threads {params.nthreads} "
             "--no-progress {params.sets} > {log:q} 2>&1"
 
