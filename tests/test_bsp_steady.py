@@ -50,8 +50,9 @@ def test_monitor_known_drift_and_charging():
     # a linear drift a (1/ps): the means over the window's thirds differ by a W/3 j0; no charging
     mon, hit = _feed(model, W, 1e-3, 1e-2, lambda tp: 100 * (1 + 0.01 * tp), np.zeros(model.NX), t)
     assert hit == pytest.approx(W, abs=1.5e-3)  # the first complete window
-    r = mon.last  # of the last update, at t = 0.3 ps
-    assert r["drift"] == pytest.approx(0.01 * W / 3 / (1 + 0.01 * (0.3 - W / 2)), rel=1e-9)
+    r = mon.last  # of the last check (every W/30 of time)
+    assert 0.3 - W / 30 <= r["t_ps"] <= 0.3
+    assert r["drift"] == pytest.approx(0.01 * W / 3 / (1 + 0.01 * (r["t_ps"] - W / 2)), rel=1e-9)
     assert r["charging"] == pytest.approx(0.0, abs=1e-15)
     mon, hit = _feed(model, W, 1e-3, 1e-2, lambda tp: 100 * (1 + 0.05 * tp), np.zeros(model.NX), t)
     assert hit is None and mon.last["drift"] > 1e-3
