@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # The I-V study (docs/iv.md) on one GPU in one device call: config/gpu.yaml's iv section (15 bias
-# points on the coarse mesh 6x33x33x150x24, cupy, steady state or 1 ps each).  Warms CuPy's kernel
-# cache with a 3-step run (so the points do not all compile at once), then runs every point at once
-# through Snakemake (--resources gpu=16: the coarse mesh is launch-bound, ~10 ms per step, so the
-# points share the GPU), then the tables and figures (rule iv_collect).  Expected: 6-9 minutes on an
-# H200 (15 x 12,650 steps at most; see docs/iv.md).  If IV_LIMIT_S (default 480 s) cuts Snakemake,
-# the same command resumes the unfinished points from their checkpoints.
+# points on the coarse mesh 6x33x33x150x24, cupy, each until steady state or 0.8 ps).  Warms CuPy's
+# kernel cache with a 3-step run (so the points do not all compile at once), then runs the points
+# through Snakemake with --resources gpu=16 (the coarse mesh is launch-bound, ~11 ms per step, so
+# the points share the GPU): 11 at once, then the 4 at V_G = -0.4, -0.6 V ramped down from the
+# V_G = -0.2 V points; then the tables and figures (rule iv_collect).  Expected (a prediction,
+# docs/iv.md section 6): 6-9 minutes on an H200, at most 15 x ~10,100 steps.  IV_LIMIT_S (default
+# 480 s) cuts Snakemake; then (or if a point failed) the finished points are collected, and the same
+# command resumes the unfinished points from their checkpoints.
 # Results: results/<machine>/iv/ (points, curves, traces, figures of merit, figures, each run's
 # run.json / scalars.csv / profiles.csv, logs), packed without the .h5 files into $OUT/iv_device.tgz.
 #   usage (repository root): bash tools/bsp/iv_device.sh
