@@ -22,6 +22,7 @@ include: "workflow/rules/vecops.smk"
 include: "workflow/rules/collision.smk"
 include: "workflow/rules/rgf.smk"
 include: "workflow/rules/compare.smk"
+include: "workflow/rules/iv.smk"
 
 
 report: "workflow/report/workflow.rst"

@@ -19,6 +19,9 @@ def register(sub) -> None:
     p.add_argument("--overwrite", action="store_true",
                    help="replace the run of another configuration found in --out (its files are removed)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--init-from", metavar="RUN_DIR",
+                   help="start from the final state of another run (shortcut for continuation.init_from; that run "
+                        "needs continuation.save_final_state: true); continuation.ramp_ps ramps the bias")
     p.set_defaults(func=_run)
 
     b = sub.add_parser("bsp", help="BSP utilities")
@@ -27,9 +30,10 @@ def register(sub) -> None:
     v.add_argument("config", nargs="?", default=None)
     v.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     v.set_defaults(func=_show_config)
-    from solver.bsp import bench, krylov, profile, validate
+    from solver.bsp import bench, iv, krylov, profile, validate
 
     validate.register(bs)
+    iv.register(bs)
     bench.register(bs)
     profile.register(bs)
     krylov.register_cli(bs)
@@ -41,6 +45,8 @@ def _overrides(args) -> list[str]:
         ov.append(f"numerics.backend={args.backend}")
     if getattr(args, "threads", None) is not None:
         ov.append(f"numerics.threads={args.threads}")
+    if getattr(args, "init_from", None):
+        ov.append(f"continuation.init_from={args.init_from}")
     return ov
 
 
@@ -63,6 +69,11 @@ def _run(args) -> int:
     sim = Simulation(cfg, out_dir=args.out, progress=False if args.no_progress else None)  # checks memory
     rec = sim.run(resume=not args.no_resume, overwrite=args.overwrite)
     s = rec["summary"]
+    if "steady" in s:
+        st = s["steady"]
+        print(f"steady state {'reached at t = %.4f ps' % st['t_reached_ps'] if st['reached'] else 'NOT reached'}: "
+              f"current {st.get('current_A_per_m', float('nan')):.6g} A/m, drift {st.get('drift', float('nan')):.2e}, "
+              f"charging {st.get('charging', float('nan')):.2e}", file=sys.stderr)
     print(f"done: {s['steps']} steps to t = {s['t_end_s'] * 1e12:.4f} ps, mean current "
           f"{s['mean_current_A_per_m']:.6g} A/m, wall {s['wall_s']:.1f} s "
           f"({rec['device']['backend']} on {rec['device'].get('device')}); outputs in {args.out}", file=sys.stderr)

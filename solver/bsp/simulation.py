@@ -19,16 +19,17 @@ import pandas as pd
 
 from solver import io, provenance
 from solver.backend import get_backend
-from solver.bsp import bte, dens, output, poisson, scattering, schrodinger
+from solver.bsp import bte, dens, output, poisson, scattering, schrodinger, steady
 from solver.bsp.model import Model, check_memory
 from solver.config import ConfigError, RunFault
 from solver.timing import PhaseTimer
 
 CHECKPOINT = "checkpoint.h5"
+FINAL_STATE = "final_state.h5"  # continuation.save_final_state: the last step's checkpoint, for --init-from
 SNAPSHOTS = "snapshots"
 # what a run writes into its folder (cleaned by --overwrite); quicklook.png is the main job's figure
-RUN_FILES = (CHECKPOINT, "run.json", "profiles.csv", "profiles_t0.csv", "scalars.csv", "timers.csv", "fields.h5",
-             "quicklook.png")
+RUN_FILES = (CHECKPOINT, FINAL_STATE, "run.json", "profiles.csv", "profiles_t0.csv", "scalars.csv", "timers.csv",
+             "fields.h5", "quicklook.png")
 ETA_AFTER_STEPS = 3  # steps timed (after the first, which compiles and warms up) before an ETA is given
 STATE_ARRAYS = ("Phi", "V", "eps", "chi", "deps_dx")
 DENS_ARRAYS = ("rho", "PhiHat")  # DENS of Phi, stored as the run computed them
@@ -85,6 +86,8 @@ class Simulation:
         self.t_end = math.inf if t_end is None else t_end * 1e-12 / s.t
         self.max_steps = cfg["time"]["steps"]
         self.first_dt = cfg["time"]["first_dt_s"] / s.t
+        self.monitor = steady.Monitor(self.model, cfg["steady"]) if cfg["steady"]["enabled"] else None
+        self.source = None  # continuation: what the run started from (init_from)
 
     # ------------------------------------------------------------------ start-up
     def startup(self) -> None:
@@ -135,6 +138,8 @@ class Simulation:
         m, be, xp, tm = self.model, self.backend, self.xp, self.timer
         st = self.state
         dt = self.next_dt()
+        if self.source is not None:
+            self._ramp_bias(st.t + dt)
         Phi0 = st.Phi
         Phi = Phi0
         newton = 0
@@ -251,6 +256,9 @@ class Simulation:
         dt = getattr(self, "_last_dt", 0.0)
         self.scalars.append(output.scalars_row(self.model, st.step, st.t, dt, host["rho"], host["j_sub"],
                                                st.newton_iterations))
+        if self.monitor is not None and not self.monitor.reached:
+            row = self.scalars[-1]
+            self.monitor.update(st.step, row["time_s"], row["mean_current_A_per_m"], host)
 
     def write_profiles(self, host, name) -> pd.DataFrame:
         df = output.profiles(self.model, host["rho"], host["j_sub"], host["eps"], host["deps_dx"])
@@ -266,13 +274,13 @@ class Simulation:
                             attrs={"config_hash": provenance.config_hash(self.cfg)})
 
     # ------------------------------------------------------------------ checkpoint
-    def save_checkpoint(self) -> None:
+    def save_checkpoint(self, name=CHECKPOINT) -> None:
         if self.out is None:
             return
         import h5py
 
         be, st, eq = self.backend, self.state, self.eq
-        with io.atomic_path(self.out / CHECKPOINT) as tmp:
+        with io.atomic_path(self.out / name) as tmp:
             with h5py.File(tmp, "w") as f:
                 for k in STATE_ARRAYS:
                     f.create_dataset(k, data=be.to_numpy(getattr(st, k)))
@@ -288,6 +296,7 @@ class Simulation:
                 f.attrs["thermequil_iterations"] = eq.thermequil_iterations
                 f.attrs["startup_s"] = self.startup_s
                 f.attrs["config_hash"] = provenance.config_hash(self.cfg)
+                f.attrs["bias_V"] = list(_bias_volts(self.cfg))
                 if self.scalars:
                     _write_table(f, "scalars", pd.DataFrame(self.scalars))
                 p0 = getattr(self, "profiles_t0", None)
@@ -295,7 +304,8 @@ class Simulation:
                     _write_table(f, "profiles_t0", p0)
                 if self._timer_rows:
                     _write_table(f, "timers", pd.DataFrame(self._timer_rows))
-        self._checkpoint_step = st.step
+        if name == CHECKPOINT:
+            self._checkpoint_step = st.step
 
     def load_checkpoint(self, path) -> bool:
         """Resume from ``path`` (of this configuration: run() has checked the folder) and return True;
@@ -335,6 +345,60 @@ class Simulation:
         # (with warm-started eigenvalues they are not a function of V alone: recomputing them
         # from V would change the last bits)
         self._iter = poisson.IterResult("POTENTIAL", st.V, st.eps, st.chi, st.rho, st.N, 0, {})
+
+    # ------------------------------------------------------------------ continuation
+    def _source(self, run_dir) -> dict:
+        """What continuation.init_from names: its final_state.h5 (path, bias, time, config hash)."""
+        import h5py
+
+        path = Path(run_dir) / FINAL_STATE
+        try:
+            with h5py.File(path, "r") as f:
+                shape = f["Phi"].shape
+                src = {"init_from": str(run_dir), "source_config_hash": str(f.attrs["config_hash"]),
+                       "source_bias_V": [float(v) for v in f.attrs["bias_V"]],
+                       "source_t_ps": float(f.attrs["t"]) * self.model.scales.t * 1e12,
+                       "source_steps": int(f.attrs["step"]), "ramp_ps": self.cfg["continuation"]["ramp_ps"]}
+        except (OSError, KeyError) as exc:
+            raise ConfigError(f"config key 'continuation.init_from': cannot read {str(path)!r} ({exc}); the source run "
+                              "must have finished with continuation.save_final_state: true") from None
+        m = self.model
+        if tuple(shape) != (m.NX, 3, m.N_sbn, m.NW, m.NPHI):
+            raise ConfigError(f"config key 'continuation.init_from': {str(path)!r} holds Phi of shape {tuple(shape)}, "
+                              f"this mesh needs {(m.NX, 3, m.N_sbn, m.NW, m.NPHI)}")
+        return src
+
+    def init_from(self, run_dir) -> None:
+        """Bias continuation: after the start-up at this run's bias (V_b and rho^eq, the contact
+        data, depend on the gates), take Phi, V and the eigenpairs from the source's final state;
+        the first ITER re-solves the potential with this run's (or the ramp's) boundary values."""
+        import h5py
+
+        self.source = self._source(run_dir)
+        be = self.backend
+        with h5py.File(Path(run_dir) / FINAL_STATE, "r") as f:
+            arrays = {k: be.asarray(f[k][...]) for k in STATE_ARRAYS + DENS_ARRAYS}
+            A_eps = float(f.attrs["A_eps"])
+        self.state = State(**{k: arrays[k] for k in STATE_ARRAYS}, A_eps=A_eps)
+        st = self.state
+        st.rho, st.PhiHat = arrays["rho"], arrays["PhiHat"]
+        st.N = poisson.volume_density(self.model, be, st.rho, st.chi)
+        self._iter = poisson.IterResult("POTENTIAL", st.V, st.eps, st.chi, st.rho, st.N, 0, {})
+        print(f"continuation: initial state from {run_dir} (bias {self.source['source_bias_V']} V, "
+              f"t = {self.source['source_t_ps']:.4f} ps)", file=self.log)
+
+    def _ramp_bias(self, t) -> None:
+        """The bias of the step ending at ``t``: linear from the source's to this run's over
+        continuation.ramp_ps (the model reads it; the run's configuration is not changed)."""
+        ramp = self.cfg["continuation"]["ramp_ps"] * 1e-12 / self.model.scales.t
+        f = 1.0 if ramp <= 0 else min(t / ramp, 1.0)
+        if f >= 1.0:
+            self.model.cfg = self.cfg
+            return
+        a, b = self.source["source_bias_V"], _bias_volts(self.cfg)
+        g_bot, g_top, vds = ((1 - f) * x + f * y for x, y in zip(a, b))
+        self.model.cfg = {**self.cfg, "bias": {**self.cfg["bias"], "V_G": g_bot, "V_G_bottom": g_bot,
+                                               "V_G_top": g_top, "V_DS": vds}}
 
     # ------------------------------------------------------------------ run folder
     def folder_hashes(self) -> set:
@@ -384,6 +448,8 @@ class Simulation:
     # ------------------------------------------------------------------ driver
     def done(self) -> bool:
         st = self.state
+        if self.monitor is not None and self.monitor.reached:
+            return True
         if self.max_steps is not None and st.step >= self.max_steps:
             return True
         return st.t >= self.t_end * (1 - 1e-12)
@@ -403,6 +469,8 @@ class Simulation:
             self.out.mkdir(parents=True, exist_ok=True)
             if resumed:
                 print(f"resumed from {ck} at step {self.state.step}", file=self.log)
+                if self.cfg["continuation"]["init_from"]:
+                    self.source = self._source(self.cfg["continuation"]["init_from"])
                 p0 = getattr(self, "profiles_t0", None)
                 if p0 is not None and not (self.out / "profiles_t0.csv").exists():
                     io.write_csv(p0, self.out / "profiles_t0.csv", float_format="%.10e")
@@ -411,6 +479,8 @@ class Simulation:
                 self.startup()
             except poisson.ConvergenceError as exc:
                 raise RunFault(f"start-up (INITCOND, THERMEQUIL): Newton failed ({exc})") from None
+            if self.cfg["continuation"]["init_from"]:
+                self.init_from(self.cfg["continuation"]["init_from"])
             host = self.host_fields(self.state)
             self.profiles_t0 = self.write_profiles(host, "profiles_t0.csv")
             self.record_scalars(host)
@@ -440,6 +510,8 @@ class Simulation:
             self.record_scalars(host)
         final = self.write_profiles(host, "profiles.csv")
         self.write_snapshot(host)
+        if self.cfg["continuation"]["save_final_state"]:
+            self.save_checkpoint(FINAL_STATE)
         return self.finish(host, final, time.perf_counter() - wall0)
 
     def finish(self, host, final: pd.DataFrame, wall_s: float) -> dict:
@@ -456,6 +528,10 @@ class Simulation:
             "A": self.eq.A,
             "mesh": [m.N_sbn, m.NX, m.NZ, m.NW, m.NPHI],
         }
+        if self.monitor is not None:
+            summary["steady"] = {**self.monitor.record(), "final_spreads": steady.spreads(self)}
+        if self.cfg["continuation"]["init_from"]:
+            summary["continuation"] = self.source
         timers = self.timer.summary()
         timers["startup_s"] = self.startup_timer.summary()["total_s"]
         timers["steps"] = st.step
@@ -481,6 +557,13 @@ class Simulation:
             if ck.exists():
                 ck.unlink()
         return record
+
+
+def _bias_volts(cfg) -> tuple[float, float, float]:
+    """(bottom gate, top gate, drain-source) voltages in V."""
+    b = cfg["bias"]
+    return (b["V_G"] if b["V_G_bottom"] is None else b["V_G_bottom"],
+            b["V_G"] if b["V_G_top"] is None else b["V_G_top"], b["V_DS"])
 
 
 def _write_table(f, name, df: pd.DataFrame) -> None:

@@ -1,0 +1,361 @@
+"""I-V characteristics of the DG-MOSFET (docs/iv.md): the bias points of a study, the steady-state
+drain current of each point (solver.bsp.steady), the curves, figures and figures of merit.
+
+The drain current Id of a point is the time mean of the mean current <j> over the steady-state
+window of its run, in A/m (= uA/um: current per unit gate width).  Curves:
+- Id-Vg at each V_DS of ``idvg_vds`` (a low and a high one), over ``vg``;
+- Id-Vd at each gate voltage of ``idvd_vg``, over ``vds``.
+Gates are symmetric (both at V_G) unless ``bottom_gate_V`` holds the bottom gate at a fixed
+voltage while V_G drives the top gate.
+
+``python -m solver bsp iv plan|collect`` (workflow/rules/iv.smk): ``plan`` lists the points and
+each one's continuation source; ``collect`` reads the finished runs and writes the tables and
+figures.
+"""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+
+# ---------------------------------------------------------------------------------- plan
+def point_name(vg: float, vds: float, bottom=None) -> str:
+    """'vg0.500_vds0.100' (symmetric gates) or 'vg0.500_vgb0.000_vds0.100' (bottom gate held)."""
+    b = "" if bottom is None else f"_vgb{float(bottom):.3f}"
+    return f"vg{float(vg):.3f}{b}_vds{float(vds):.3f}"
+
+
+def points(iv: dict) -> list[tuple[float, float]]:
+    """Every (V_G, V_DS) of the study, once, sorted."""
+    pts = {(round(float(g), 6), round(float(d), 6)) for d in iv["idvg_vds"] for g in iv["vg"]}
+    pts |= {(round(float(g), 6), round(float(d), 6)) for g in iv["idvd_vg"] for d in iv["vds"]}
+    return sorted(pts)
+
+
+def sources(iv: dict) -> dict:
+    """Continuation source of each point (None = a fresh start).
+
+    - ``low_vg_from`` (a V_G of the study, or None): a point with a lower V_G starts from the
+      point at that V_G and the same V_DS (with the bias ramp ``ramp_ps``): fresh starts at low
+      V_G fault with a negative density (docs/iv.md), a ramp down from a conducting state does not.
+    - ``continuation`` on: every other point starts from the point at the same V_G and the next
+      lower V_DS of the study, so each gate voltage is one chain along V_DS and the chains run in
+      parallel; the lowest V_DS of every V_G starts fresh.  Off: those points start fresh."""
+    pts = points(iv)
+    out = {p: None for p in pts}
+    floor = iv.get("low_vg_from")
+    for g, d in pts:
+        if floor is not None and g < floor - 1e-9 and (round(float(floor), 6), d) in out:
+            out[(g, d)] = (round(float(floor), 6), d)
+            continue
+        if iv.get("continuation", False):
+            lower = [dd for gg, dd in pts if gg == g and dd < d]
+            out[(g, d)] = (g, max(lower)) if lower else None
+    return out
+
+
+def _num(x) -> str:
+    """A float as YAML reads it back as a float (YAML 1.1 wants a dot in '1.0e-05')."""
+    r = repr(float(x))
+    return r.replace("e", ".0e", 1) if "e" in r and "." not in r else r
+
+
+def run_sets(iv: dict, vg: float, vds: float) -> list[str]:
+    """KEY=VALUE overrides of one point's run (bias, steady state, continuation output)."""
+    b = iv.get("bottom_gate_V")
+    bias = [f"bias.V_DS={_num(vds)}"] + ([f"bias.V_G={_num(vg)}"] if b is None else
+                                         [f"bias.V_G_top={_num(vg)}", f"bias.V_G_bottom={_num(b)}"])
+    st = iv["steady"]
+    return bias + ["steady.enabled=true", f"steady.window_ps={_num(st['window_ps'])}",
+                   f"steady.rtol={_num(st['rtol'])}", f"steady.conservation_tol={_num(st['conservation_tol'])}",
+                   f"time.t_end_ps={_num(st['t_max_ps'])}", "time.steps=null", "continuation.save_final_state=true"] + (
+        [f"continuation.ramp_ps={_num(iv['ramp_ps'])}"] if iv.get("ramp_ps") else [])
+
+
+# ---------------------------------------------------------------------------------- collect
+def read_point(run_dir) -> dict:
+    """One point's row: bias, Id and its steady-state record, steps and times."""
+    run_dir = Path(run_dir)
+    rec = json.loads((run_dir / "run.json").read_text())
+    cfg, s = rec["config"], rec["summary"]
+    b = cfg["bias"]
+    st = s.get("steady", {})
+    src = s.get("continuation") or {}
+    return {
+        "point": run_dir.name,
+        "V_G_top": b["V_G"] if b["V_G_top"] is None else b["V_G_top"],
+        "V_G_bottom": b["V_G"] if b["V_G_bottom"] is None else b["V_G_bottom"],
+        "V_DS": b["V_DS"],
+        "Id_A_per_m": st.get("current_A_per_m", s["mean_current_A_per_m"]),
+        "steady": bool(st.get("reached", False)),
+        "t_steady_ps": st.get("t_reached_ps"),
+        "t_end_ps": s["t_end_s"] * 1e12,
+        "steps": s["steps"],
+        "drift": st.get("drift"),
+        "charging": st.get("charging"),
+        "face_spread": (st.get("final_spreads") or {}).get("face"),
+        "init_from": Path(src["init_from"]).name if src.get("init_from") else "",
+        "wall_s": s["wall_s"],
+        "startup_s": s["startup_s"],
+        "commit": (rec.get("git") or {}).get("commit", ""),
+    }
+
+
+def curves(points_df: pd.DataFrame, iv: dict) -> pd.DataFrame:
+    """Long table of the curves: one row per (curve, point)."""
+    rows = []
+    df = points_df.assign(V_G=points_df["V_G_top"])
+    for d in iv["idvg_vds"]:
+        sel = df[np.isclose(df["V_DS"], d)].sort_values("V_G")
+        rows.append(sel.assign(curve=f"idvg_vds{float(d):g}", sweep="V_G"))
+    for g in iv["idvd_vg"]:
+        sel = df[np.isclose(df["V_G"], g)].sort_values("V_DS")
+        rows.append(sel.assign(curve=f"idvd_vg{float(g):g}", sweep="V_DS"))
+    cols = ["curve", "sweep", "V_G", "V_G_bottom", "V_DS", "Id_A_per_m", "steady", "t_steady_ps", "point"]
+    return pd.concat(rows, ignore_index=True)[cols]
+
+
+def traces(run_dirs) -> pd.DataFrame:
+    """The current-versus-time trace of every point (from its scalars.csv)."""
+    out = []
+    for r in run_dirs:
+        sc = pd.read_csv(Path(r) / "scalars.csv")
+        out.append(pd.DataFrame({"point": Path(r).name, "step": sc["step"], "time_ps": sc["time_s"] * 1e12,
+                                 "current_A_per_m": sc["mean_current_A_per_m"]}))
+    return pd.concat(out, ignore_index=True)
+
+
+# ---------------------------------------------------------------------------------- figures of merit
+def vth_constant_current(vg, idd, i_th) -> float:
+    """V_G where Id crosses i_th (log Id interpolated linearly in V_G; first upward crossing);
+    NaN when Id never crosses it."""
+    vg, idd = np.asarray(vg, float), np.asarray(idd, float)
+    logi = np.log10(np.maximum(idd, 1e-300))
+    lt = math.log10(i_th)
+    for k in range(len(vg) - 1):
+        if logi[k] <= lt <= logi[k + 1] and logi[k + 1] > logi[k]:
+            return float(vg[k] + (lt - logi[k]) * (vg[k + 1] - vg[k]) / (logi[k + 1] - logi[k]))
+    return math.nan
+
+
+def gm_curve(vg, idd):
+    """dId/dV_G at the nodes (second-order differences on the possibly uneven V_G list)."""
+    return np.gradient(np.asarray(idd, float), np.asarray(vg, float))
+
+
+def vth_linear_extrapolation(vg, idd, vds) -> float:
+    """Maximum-gm method: the tangent at the point of largest gm crosses Id = 0 at V_G0;
+    Vth = V_G0 - V_DS/2 (for the linear region, low V_DS)."""
+    vg, idd = np.asarray(vg, float), np.asarray(idd, float)
+    gm = gm_curve(vg, idd)
+    k = int(np.argmax(gm))
+    return float(vg[k] - idd[k] / gm[k] - vds / 2)
+
+
+def subthreshold_swing(vg, idd, i_th) -> float:
+    """Smallest dV_G / dlog10(Id) (mV/decade) between consecutive points with Id below i_th
+    (the steepest part of the subthreshold region); NaN with fewer than two such points."""
+    vg, idd = np.asarray(vg, float), np.asarray(idd, float)
+    ok = (idd > 0) & (idd < i_th)
+    best = math.nan
+    for k in range(len(vg) - 1):
+        if ok[k] and ok[k + 1] and idd[k + 1] > idd[k]:
+            s = 1e3 * (vg[k + 1] - vg[k]) / (math.log10(idd[k + 1]) - math.log10(idd[k]))
+            best = s if math.isnan(best) else min(best, s)
+    return best
+
+
+def figures_of_merit(curv: pd.DataFrame, iv: dict) -> pd.DataFrame:
+    """The table: quantity, value, unit, condition, method."""
+    i_th = iv["vth_current_A_per_m"]
+    rows = []
+
+    def add(q, v, unit, cond, method):
+        rows.append({"quantity": q, "value": v, "unit": unit, "condition": cond, "method": method})
+
+    vds_list = sorted(float(d) for d in iv["idvg_vds"])
+    vth = {}
+    for d in vds_list:
+        c = curv[curv["curve"] == f"idvg_vds{d:g}"].sort_values("V_G")
+        vg, idd = c["V_G"].to_numpy(), c["Id_A_per_m"].to_numpy()
+        if len(vg) < 2:  # points missing (a failed run): nothing to read from this curve
+            vth[d] = math.nan
+            continue
+        vth[d] = vth_constant_current(vg, idd, i_th)
+        add("Vth", vth[d], "V", f"V_DS = {d:g} V",
+            f"constant current: V_G where Id = {i_th:g} A/m (log Id interpolated linearly in V_G)")
+        if d == vds_list[0]:
+            add("Vth_lin", vth_linear_extrapolation(vg, idd, d), "V", f"V_DS = {d:g} V",
+                "maximum-gm linear extrapolation: V_G at Id = 0 of the tangent at max gm, minus V_DS/2")
+        add("SS", subthreshold_swing(vg, idd, i_th), "mV/dec", f"V_DS = {d:g} V",
+            f"smallest dV_G/dlog10(Id) between consecutive points with Id < {i_th:g} A/m")
+        gm = gm_curve(vg, idd)
+        k = int(np.argmax(gm))
+        add("gm_max", gm[k], "S/m", f"V_DS = {d:g} V, V_G = {vg[k]:g} V",
+            "largest dId/dV_G (second-order finite differences)")
+    lo, hi = vds_list[0], vds_list[-1]
+    if hi > lo:
+        add("DIBL", 1e3 * (vth[lo] - vth[hi]) / (hi - lo), "mV/V", f"V_DS = {lo:g} and {hi:g} V",
+            "(Vth(low V_DS) - Vth(high V_DS)) / (V_DS high - V_DS low), constant-current Vth")
+    c = curv[curv["curve"] == f"idvg_vds{hi:g}"].sort_values("V_G")
+    if len(c):
+        ion, ioff = float(c["Id_A_per_m"].iloc[-1]), float(c["Id_A_per_m"].iloc[0])
+        add("Ion", ion, "A/m", f"V_G = {c['V_G'].iloc[-1]:g} V, V_DS = {hi:g} V", "Id at the highest V_G and V_DS")
+        add("Ioff", ioff, "A/m", f"V_G = {c['V_G'].iloc[0]:g} V, V_DS = {hi:g} V", "Id at the lowest V_G, highest V_DS")
+        add("Ion/Ioff", ion / ioff if ioff > 0 else math.nan, "1", f"V_DS = {hi:g} V", "ratio of the two")
+    for g in iv["idvd_vg"]:
+        c = curv[curv["curve"] == f"idvd_vg{float(g):g}"].sort_values("V_DS")
+        vd, idd = c["V_DS"].to_numpy(), c["Id_A_per_m"].to_numpy()
+        if len(vd) >= 2:
+            add("gd", (idd[-1] - idd[-2]) / (vd[-1] - vd[-2]), "S/m",
+                f"V_G = {float(g):g} V, V_DS = {vd[-2]:g}-{vd[-1]:g} V",
+                "dId/dV_DS between the two highest V_DS (saturation)")
+    return pd.DataFrame(rows)
+
+
+# ---------------------------------------------------------------------------------- figures
+def plot_idvg(curv: pd.DataFrame, iv: dict, path_log, path_lin) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from solver import io
+
+    for path, log in ((path_log, True), (path_lin, False)):
+        fig, ax = plt.subplots(figsize=(5.2, 4))
+        for d in iv["idvg_vds"]:
+            c = curv[curv["curve"] == f"idvg_vds{float(d):g}"].sort_values("V_G")
+            mk = np.where(c["steady"], "o", "x")
+            ax.plot(c["V_G"], c["Id_A_per_m"], "-", label=f"$V_{{DS}}$ = {float(d):g} V")
+            for m in ("o", "x"):
+                s = c[mk == m]
+                ax.plot(s["V_G"], s["Id_A_per_m"], m, color=ax.lines[-1].get_color())
+        if log:
+            ax.set_yscale("log")
+            ax.axhline(iv["vth_current_A_per_m"], ls=":", color="gray", lw=0.8)
+        ax.set(xlabel="$V_G$ (V)", ylabel=r"$I_d$ (A/m = $\mu$A/$\mu$m)",
+               title="Id-Vg" + (" (log)" if log else "") + _gates(iv))
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        io.save_figure(fig, path)
+        plt.close(fig)
+
+
+def plot_idvd(curv: pd.DataFrame, iv: dict, path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from solver import io
+
+    fig, ax = plt.subplots(figsize=(5.2, 4))
+    for g in iv["idvd_vg"]:
+        c = curv[curv["curve"] == f"idvd_vg{float(g):g}"].sort_values("V_DS")
+        ax.plot(c["V_DS"], c["Id_A_per_m"], "o-", label=f"$V_G$ = {float(g):g} V")
+        bad = c[~c["steady"].astype(bool)]
+        ax.plot(bad["V_DS"], bad["Id_A_per_m"], "kx")
+    ax.set(xlabel="$V_{DS}$ (V)", ylabel=r"$I_d$ (A/m = $\mu$A/$\mu$m)", title="Id-Vd" + _gates(iv))
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    io.save_figure(fig, path)
+    plt.close(fig)
+
+
+def plot_traces(tr: pd.DataFrame, pts: pd.DataFrame, path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from solver import io
+
+    names = list(pts["point"])
+    n = len(names)
+    cols = min(4, n)
+    rows = math.ceil(n / cols)
+    fig, axs = plt.subplots(rows, cols, figsize=(3.2 * cols, 2.2 * rows), squeeze=False)
+    for ax, (_, p) in zip(axs.flat, pts.iterrows()):
+        t = tr[tr["point"] == p["point"]]
+        ax.plot(t["time_ps"], t["current_A_per_m"], lw=0.8)
+        ax.axhline(p["Id_A_per_m"], ls=":", color="k", lw=0.8)
+        if p["steady"]:
+            ax.axvline(p["t_steady_ps"], ls="--", color="g", lw=0.8)
+        ax.set_title(p["point"] + ("" if p["steady"] else " (not steady)"), fontsize=7)
+        ax.tick_params(labelsize=6)
+    for ax in list(axs.flat)[n:]:
+        ax.axis("off")
+    fig.supxlabel("t (ps)", fontsize=8)
+    fig.supylabel("<j> (A/m)", fontsize=8)
+    fig.tight_layout()
+    io.save_figure(fig, path)
+    plt.close(fig)
+
+
+def _gates(iv) -> str:
+    b = iv.get("bottom_gate_V")
+    return "" if b is None else f", bottom gate {float(b):g} V"
+
+
+# ---------------------------------------------------------------------------------- CLI
+def collect(run_dirs, iv: dict, out) -> dict:
+    """Every table and figure of the study into ``out`` (see docs/iv.md); the curves hold the
+    points given (a point whose run failed is simply absent)."""
+    from solver import io, provenance
+
+    out = Path(out)
+    pts = pd.DataFrame([read_point(r) for r in run_dirs]).sort_values(["V_G_top", "V_DS"])
+    curv = curves(pts, iv)
+    tr = traces(run_dirs)
+    fom = figures_of_merit(curv, iv)
+    io.write_csv(pts, out / "points.csv")
+    io.write_csv(curv, out / "curves.csv")
+    io.write_csv(tr, out / "traces.csv", float_format="%.8e")
+    io.write_csv(fom, out / "figures_of_merit.csv")
+    plot_idvg(curv, iv, out / "idvg_log.png", out / "idvg_linear.png")
+    plot_idvd(curv, iv, out / "idvd.png")
+    plot_traces(tr, pts, out / "traces.png")
+    io.write_json(out / "iv.provenance.json",
+                  provenance.collect(None, None, {"iv": iv, "runs": [str(r) for r in run_dirs]}))
+    return {"points": len(pts), "steady": int(pts["steady"].sum())}
+
+
+def register(sub) -> None:
+    p = sub.add_parser("iv", help="I-V study: the points of a study and their curves, figures and figures of merit")
+    ps = p.add_subparsers(dest="iv_command", metavar="SUBCOMMAND", required=True)
+    c = ps.add_parser("collect", help="tables and figures of the finished point runs")
+    c.add_argument("runs", nargs="+", help="the point run folders (each with run.json and scalars.csv)")
+    c.add_argument("--study", required=True, help="the study's settings as JSON (the workflow's iv section)")
+    c.add_argument("--out", required=True, help="output folder")
+    c.set_defaults(func=_collect)
+    q = ps.add_parser("plan", help="list the points of a study and their continuation sources")
+    q.add_argument("--study", required=True, help="the study's settings as JSON")
+    q.set_defaults(func=_plan)
+
+
+def _study(text) -> dict:
+    from solver.config import ConfigError
+
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"--study: not JSON ({exc})") from None
+
+
+def _collect(args) -> int:
+    r = collect(args.runs, _study(args.study), args.out)
+    print(f"iv: {r['points']} points ({r['steady']} at steady state); tables and figures in {args.out}")
+    return 0
+
+
+def _plan(args) -> int:
+    iv = _study(args.study)
+    b = iv.get("bottom_gate_V")
+    for (g, d), src in sources(iv).items():
+        print(point_name(g, d, b), "<-", "fresh" if src is None else point_name(*src, b))
+    return 0

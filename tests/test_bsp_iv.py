@@ -1,0 +1,161 @@
+"""The I-V study (solver.bsp.iv; docs/iv.md): figures of merit on synthetic curves with known
+answers, the plan (points, continuation chains, run overrides), the collect command on real tiny
+runs, and the physical checks: Id = 0 at V_DS = 0, Id grows with V_G and with V_DS."""
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from solver.backend import get_backend
+from solver.bsp import iv
+from solver.bsp.model import load
+from solver.bsp.simulation import Simulation
+
+TINY = ["mesh.N_sbn=3", "mesh.NX=9", "mesh.NZ=9", "mesh.NW=12", "mesh.NPHI=8", "output.progress=false",
+        "numerics.backend=numpy", "output.checkpoint_every_steps=0"]
+
+STUDY = {"vg": [-0.3, -0.2, -0.1, 0.0, 0.1, 0.2, 0.3], "idvg_vds": [0.05, 0.4], "idvd_vg": [0.1, 0.3],
+         "vds": [0.05, 0.2, 0.4], "vth_current_A_per_m": 10.0, "bottom_gate_V": None,
+         "steady": {"window_ps": 0.1, "rtol": 1e-3, "conservation_tol": 0.01, "t_max_ps": 2.0}}
+
+
+# ------------------------------------------------------------------------------ figures of merit
+def test_vth_and_swing_of_an_exponential():
+    vg = np.linspace(-0.3, 0.3, 7)
+    S, vt, ith = 0.075, 0.05, 10.0  # V/decade
+    idd = ith * 10 ** ((vg - vt) / S)
+    assert iv.vth_constant_current(vg, idd, ith) == pytest.approx(vt, abs=1e-12)
+    assert iv.subthreshold_swing(vg, idd, ith) == pytest.approx(75.0, rel=1e-12)
+    assert math.isnan(iv.vth_constant_current(vg, idd, 1e9))  # never crossed
+
+
+def test_swing_takes_the_steepest_subthreshold_pair():
+    vg = np.array([0.0, 0.1, 0.2, 0.3])
+    idd = np.array([1e-3, 1e-2, 1e-1, 50.0])  # 100 mV/dec below 10 A/m, the last pair above it
+    assert iv.subthreshold_swing(vg, idd, 10.0) == pytest.approx(100.0)
+    idd = np.array([1e-4, 1e-2, 1e-1, 50.0])  # 50 then 100 mV/dec
+    assert iv.subthreshold_swing(vg, idd, 10.0) == pytest.approx(50.0)
+
+
+def test_gm_and_linear_extrapolation_of_a_straight_line():
+    vg = np.array([0.2, 0.3, 0.45, 0.6])  # uneven spacing
+    k, vt, vds = 2000.0, 0.1, 0.05
+    idd = k * (vg - vt)
+    assert iv.gm_curve(vg, idd) == pytest.approx(np.full(4, k))
+    assert iv.vth_linear_extrapolation(vg, idd, vds) == pytest.approx(vt - vds / 2)
+
+
+def _synthetic_points(S=0.08, vt_lo=0.0, dibl=0.1, gd=300.0):
+    """Exponential Id-Vg curves (threshold vt - dibl V_DS), Id-Vd lines of slope gd."""
+    rows = []
+    for g, d in iv.points(STUDY):
+        vt = vt_lo - dibl * (d - 0.05)
+        idd = 10.0 * 10 ** ((g - vt) / S) if g in STUDY["vg"] and d in STUDY["idvg_vds"] else 100 + gd * d
+        rows.append({"point": iv.point_name(g, d), "V_G_top": g, "V_G_bottom": g, "V_DS": d, "Id_A_per_m": idd,
+                     "steady": True, "t_steady_ps": 1.0})
+    return pd.DataFrame(rows)
+
+
+def test_figures_of_merit_table():
+    curv = iv.curves(_synthetic_points(), STUDY)
+    assert set(curv["curve"]) == {"idvg_vds0.05", "idvg_vds0.4", "idvd_vg0.1", "idvd_vg0.3"}
+    fom = iv.figures_of_merit(curv, STUDY)
+    val = lambda q, i=0: fom[fom["quantity"] == q]["value"].iloc[i]  # noqa: E731
+    assert val("Vth", 0) == pytest.approx(0.0, abs=1e-12)
+    assert val("Vth", 1) == pytest.approx(-0.035, abs=1e-12)
+    assert val("DIBL") == pytest.approx(100.0, rel=1e-9)  # mV/V
+    assert val("SS", 0) == pytest.approx(80.0, rel=1e-12)
+    ion = 10.0 * 10 ** ((0.3 + 0.035) / 0.08)
+    ioff = 10.0 * 10 ** ((-0.3 + 0.035) / 0.08)
+    assert val("Ion") == pytest.approx(ion) and val("Ioff") == pytest.approx(ioff)
+    assert val("Ion/Ioff") == pytest.approx(ion / ioff)
+    # Id-Vd points off the Id-Vg curves are lines of slope 300 S/m; the V_G = 0.1 and 0.3 curves
+    # share their V_DS = 0.05 and 0.4 points with the exponentials, so take the 0.2-0.4 V pair
+    gd = fom[fom["quantity"] == "gd"]
+    assert len(gd) == 2 and all("0.2-0.4" in c for c in gd["condition"])
+
+
+# ------------------------------------------------------------------------------ plan
+def test_points_and_chains():
+    pts = iv.points(STUDY)
+    assert len(pts) == len(set(pts)) == 7 * 2 + 2 * 1  # the Id-Vd curves add only V_DS = 0.2
+    assert all(s is None for s in iv.sources(STUDY).values())
+    src = iv.sources({**STUDY, "continuation": True})
+    assert src[(0.1, 0.05)] is None and src[(0.1, 0.2)] == (0.1, 0.05) and src[(0.1, 0.4)] == (0.1, 0.2)
+    assert src[(-0.3, 0.4)] == (-0.3, 0.05)
+    assert iv.point_name(0.5, 0.1) == "vg0.500_vds0.100"
+    assert iv.point_name(0.5, 0.1, 0.0) == "vg0.500_vgb0.000_vds0.100"
+
+
+def test_run_sets_load():
+    cfg = load(None, iv.run_sets({**STUDY, "steady": {**STUDY["steady"], "rtol": 1e-5}}, -0.2, 0.05))
+    assert cfg["bias"]["V_G"] == -0.2 and cfg["bias"]["V_DS"] == 0.05
+    assert cfg["steady"]["enabled"] and cfg["steady"]["rtol"] == 1e-5 and cfg["time"]["t_end_ps"] == 2.0
+    cfg = load(None, iv.run_sets({**STUDY, "bottom_gate_V": 0.0}, 0.4, 0.1))
+    assert cfg["bias"]["V_G_top"] == 0.4 and cfg["bias"]["V_G_bottom"] == 0.0
+
+
+# ------------------------------------------------------------------------------ physics
+def _run(*extra, out=None):
+    sim = Simulation(load(None, TINY + list(extra)), get_backend("numpy"), out, progress=False)
+    return sim, sim.run()
+
+
+def test_no_current_without_drain_bias():
+    sim, _ = _run("bias.V_DS=0.0", "time.steps=6", "time.t_end_ps=null")
+    currents = np.array([r["mean_current_A_per_m"] for r in sim.scalars])
+    assert np.max(np.abs(currents)) < 1e-9  # A/m; ~3e3 A/m at V_DS = 0.1 V
+
+
+@pytest.fixture(scope="module")
+def bias_runs(tmp_path_factory):
+    """Short runs (0.02 ps) on the tiny mesh, as steady points with a window that never closes."""
+    root = tmp_path_factory.mktemp("iv")
+    out = {}
+    for g, d in [(0.3, 0.1), (0.5, 0.1), (0.7, 0.1), (0.5, 0.05), (0.5, 0.2)]:
+        name = iv.point_name(g, d)
+        _run(f"bias.V_G={g}", f"bias.V_DS={d}", "time.t_end_ps=0.02", "steady.enabled=true",
+             "steady.window_ps=0.01", "steady.rtol=1.0e-9", out=root / name)
+        out[(g, d)] = root / name
+    return out
+
+
+def test_current_grows_with_gate_and_drain_voltage(bias_runs):
+    Id = {k: iv.read_point(v)["Id_A_per_m"] for k, v in bias_runs.items()}
+    assert Id[(0.3, 0.1)] < Id[(0.5, 0.1)] < Id[(0.7, 0.1)]
+    assert Id[(0.5, 0.05)] < Id[(0.5, 0.1)] < Id[(0.5, 0.2)]
+
+
+def test_collect_writes_the_study(bias_runs, tmp_path):
+    study = {"vg": [0.3, 0.5, 0.7], "idvg_vds": [0.1], "idvd_vg": [0.5], "vds": [0.05, 0.1, 0.2],
+             "vth_current_A_per_m": 10.0, "bottom_gate_V": None}
+    r = iv.collect(list(bias_runs.values()), study, tmp_path)
+    assert r == {"points": 5, "steady": 0}
+    for f in ("points.csv", "curves.csv", "traces.csv", "figures_of_merit.csv", "idvg_log.png", "idvg_linear.png",
+              "idvd.png", "traces.png", "iv.provenance.json"):
+        assert (tmp_path / f).stat().st_size > 0
+    tr = pd.read_csv(tmp_path / "traces.csv")
+    assert set(tr["point"]) == {p.name for p in bias_runs.values()}
+    curv = pd.read_csv(tmp_path / "curves.csv")
+    assert list(curv[curv["curve"] == "idvd_vg0.5"]["V_DS"]) == [0.05, 0.1, 0.2]
+    assert json.loads((tmp_path / "iv.provenance.json").read_text())["iv"] == study
+
+
+def test_figures_of_merit_with_missing_points():
+    """A failed point leaves a curve short: the table gives NaN where it cannot read a value."""
+    pts = _synthetic_points()
+    pts = pts[~np.isclose(pts["V_DS"], 0.4)]  # the whole high-V_DS curve failed
+    fom = iv.figures_of_merit(iv.curves(pts, STUDY), STUDY)
+    assert fom[fom["quantity"] == "Vth"]["value"].iloc[0] == pytest.approx(0.0, abs=1e-12)
+    assert math.isnan(fom[fom["quantity"] == "DIBL"]["value"].iloc[0])
+    assert "Ion" not in set(fom["quantity"])
+
+
+def test_low_gate_points_start_from_the_floor():
+    src = iv.sources({**STUDY, "low_vg_from": -0.1, "continuation": True})
+    assert src[(-0.3, 0.05)] == (-0.1, 0.05) and src[(-0.2, 0.4)] == (-0.1, 0.4)
+    assert src[(-0.1, 0.05)] is None and src[(-0.1, 0.4)] == (-0.1, 0.05)  # the floor itself: a V_DS chain
+    src = iv.sources({**STUDY, "low_vg_from": -0.1})
+    assert src[(-0.3, 0.4)] == (-0.1, 0.4) and src[(-0.1, 0.4)] is None and src[(0.3, 0.4)] is None

@@ -1,0 +1,130 @@
+# Rules of the iv study: I-V characteristics at steady state (beyond the papers; docs/iv.md).
+#
+# One job per bias point (rule iv_point: `python -m solver run` with steady.enabled), so a cluster
+# runs the points in parallel; rule iv_collect (local) writes the curves, figures, the
+# figure-of-merit table and the current-versus-time traces:
+#     results/<machine>/iv/runs/<mesh>/<backend>_t<threads>/<point>/   run.json, scalars.csv, ...
+#     results/<machine>/iv/{points,curves,traces,figures_of_merit}.csv, idvg_log.png, idvg_linear.png,
+#                          idvd.png, traces.png
+# point = vg<V_G>_vds<V_DS> (vg<V_G>_vgb<bottom>_vds<V_DS> with iv.bottom_gate_V set).
+# The DAG: with iv.continuation false every point starts fresh (all points side by side); with
+# true each gate voltage is a chain along V_DS (a point starts from the final state of the point
+# at the same V_G and the next lower V_DS; solver.bsp.iv.sources), the chains side by side.
+import json
+
+from solver.bsp import iv as bsp_iv
+
+IV = section("iv")
+IV_ON = bool(IV) and enabled("iv")  # a config without an iv section (config/gpu_quick.yaml) has no iv study
+IV_MESH = IV.get("mesh", "6x33x33x150x24")
+IV_BACKEND = IV.get("backend", "numpy")
+if IV_BACKEND == "auto":
+    IV_BACKEND = "cupy" if USE_GPU else "numba"
+IV_THREADS = 1 if IV_BACKEND == "cupy" else int(IV.get("threads", 1))
+IV_VARIANT = f"{IV_BACKEND}_t{IV_THREADS}"
+IV_BOTTOM = IV.get("bottom_gate_V")
+IV_SOURCES = {bsp_iv.point_name(g, d, IV_BOTTOM): (None if s is None else bsp_iv.point_name(*s, IV_BOTTOM))
+              for (g, d), s in bsp_iv.sources(IV).items()} if IV_ON else {}
+IV_BIAS = {bsp_iv.point_name(g, d, IV_BOTTOM): (g, d) for g, d in bsp_iv.points(IV)} if IV_ON else {}
+_IV_RUN = res("iv", "runs", IV_MESH, IV_VARIANT, "{point}")
+
+
+def iv_run(point, name="run.json"):
+    return res("iv", "runs", IV_MESH, IV_VARIANT, point, name)
+
+
+def _iv_source(wc):
+    s = IV_SOURCES[wc.point]
+    return [] if s is None else [iv_run(s, "final_state.h5")]
+
+
+def _iv_sets_list(point):
+    g, d = IV_BIAS[point]
+    mesh = [f"mesh.{k}={v}" for k, v in bsp_parse_mesh(IV_MESH).items()]
+    sets = bsp_iv.run_sets(IV, g, d) + mesh + list(IV.get("set", []))
+    s = IV_SOURCES[point]
+    if s is not None:
+        sets.append(f"continuation.init_from={os.path.dirname(iv_run(s))}")
+    return sets
+
+
+def _iv_sets(wc):
+    return bsp_set_options(_iv_sets_list(wc.point))
+
+
+def _iv_minutes(wc):
+    return _minutes(bsp_seconds(IV_MESH, bsp_step_count(IV_MESH, f"ps{IV['steady']['t_max_ps']}"), IV_BACKEND))
+
+
+def iv_check_runs():
+    """Validate every point's run configuration before any job runs (the message names the key)."""
+    from solver.bsp import model as bsp_model
+
+    for p in IV_BIAS:
+        try:
+            bsp_model.load(IV.get("run_config", "config/bsp/dgmosfet.yaml"), _iv_sets_list(p))
+        except Exception as exc:
+            raise ValueError(f"iv point {p}: {exc}") from None
+
+
+if IV_ON:
+    iv_check_runs()
+
+    rule iv_point:
+        """One bias point run to steady state (or to iv.steady.t_max_ps)."""
+        input:
+            cfg=IV.get("run_config", "config/bsp/dgmosfet.yaml"),
+            source=_iv_source,
+        output:
+            run=f"{_IV_RUN}/run.json",
+            scalars=f"{_IV_RUN}/scalars.csv",
+            state=f"{_IV_RUN}/final_state.h5",
+        wildcard_constraints:
+            point=r"vg-?[0-9.]+(_vgb-?[0-9.]+)?_vds-?[0-9.]+",
+        params:
+            out=lambda wc, output: os.path.dirname(output.run),
+            sets=_iv_sets,
+            backend=IV_BACKEND,
+            nthreads=IV_THREADS,
+        threads: IV_THREADS
+        resources:
+            **cluster(gpu=1 if IV_BACKEND == "cupy" else 0, mem_mb=lambda wc: bsp_mem_mb(IV_MESH), runtime=_iv_minutes),
+        log:
+            logf("iv", "point_{point}"),
+        benchmark:
+            bench("iv", "point_{point}")
+        shell:
+            "OMP_NUM_THREADS={params.nthreads} OPENBLAS_NUM_THREADS={params.nthreads} "
+            "NUMBA_NUM_THREADS={params.nthreads} "
+            "{SOLVER} run {input.cfg:q} --out {params.out:q} --backend {params.backend} --threads {params.nthreads} "
+            "--no-progress {params.sets} > {log:q} 2>&1"
+
+    def _iv_caption(name):
+        return dict(caption=report_caption(name), category="I-V characteristics", subcategory="steady state")
+
+    rule iv_collect:
+        """Curves, figures, figures of merit and traces of every point."""
+        input:
+            runs=[iv_run(p) for p in IV_BIAS],
+            scalars=[iv_run(p, "scalars.csv") for p in IV_BIAS],
+        output:
+            points=report(res("iv", "points.csv"), **_iv_caption("iv_points")),
+            curves=res("iv", "curves.csv"),
+            traces=res("iv", "traces.csv"),
+            fom=report(res("iv", "figures_of_merit.csv"), **_iv_caption("iv_figures_of_merit")),
+            idvg_log=report(res("iv", "idvg_log.png"), **_iv_caption("iv_idvg")),
+            idvg_lin=report(res("iv", "idvg_linear.png"), **_iv_caption("iv_idvg")),
+            idvd=report(res("iv", "idvd.png"), **_iv_caption("iv_idvd")),
+            traces_fig=report(res("iv", "traces.png"), **_iv_caption("iv_traces")),
+        params:
+            dirs=lambda wc, input: " ".join(shlex.quote(os.path.dirname(r)) for r in input.runs),
+            study=json.dumps({k: IV[k] for k in ("vg", "idvg_vds", "idvd_vg", "vds", "vth_current_A_per_m")}
+                             | {"bottom_gate_V": IV_BOTTOM}),
+            out=res("iv"),
+        localrule: True
+        log:
+            logf("iv", "collect"),
+        shell:
+            "{SOLVER} bsp iv collect {params.dirs} --study {params.study:q} --out {params.out:q} > {log:q} 2>&1"
+
+    ALL_TARGETS.append(res("iv", "figures_of_merit.csv"))
