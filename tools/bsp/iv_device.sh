@@ -35,7 +35,7 @@ if [ ! -f "$D/figures_of_merit.csv" ]; then
   echo "== collect the finished points only"; tail -n 2 "$D"/logs/point_*.log
   runs=$(ls -d "$D"/runs/*/*/*/ 2>/dev/null | while read -r r; do [ -f "$r/run.json" ] && echo "$r"; done)
   study=$(python3 -c "import json, yaml; c = yaml.safe_load(open('config/gpu.yaml'))['iv']; print(json.dumps({k: c[k] for k in ('vg', 'idvg_vds', 'idvd_vg', 'vds', 'vth_current_A_per_m', 'bottom_gate_V')}))")
-  python3 -m solver bsp iv collect $runs --study "$study" --out "$D"
+  if [ -n "$runs" ]; then python3 -m solver bsp iv collect $runs --study "$study" --out "$D"; else echo "no point finished"; fi
 fi
 tar czf "$OUT/iv_device.tgz" --exclude='*.h5' "$D"
 if [ -f "$D/points.csv" ]; then
