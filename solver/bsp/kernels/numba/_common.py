@@ -28,6 +28,19 @@ def cached(model, key, build):
     return cache[k]
 
 
+def _free_refcount() -> int:
+    """sys.getrefcount of a pooled array that nothing outside the pool holds, as out_array's loop
+    sees it (pool list + loop variable + getrefcount's argument on CPython <= 3.13; one fewer where
+    locals are borrowed references, CPython 3.14): measured once, not assumed."""
+    pool = [np.empty(0)]
+    for a in pool:
+        return sys.getrefcount(a)
+    raise AssertionError("unreachable")
+
+
+_FREE_REFS = _free_refcount()
+
+
 def out_array(model, key, shape):
     """An uninitialised float64 output array of ``shape`` for the fast path ``key``: one of the
     model's earlier outputs of that key that nothing outside the pool references any more, else a
@@ -37,8 +50,7 @@ def out_array(model, key, shape):
     their base), so a result the caller still keeps is never overwritten."""
     pool = cached(model, "out:" + key, list)
     for a in pool:
-        # references: the pool's list, the loop variable, getrefcount's argument
-        if a.shape == shape and sys.getrefcount(a) <= 3:
+        if a.shape == shape and sys.getrefcount(a) <= _FREE_REFS:  # no holder outside the pool
             return a
     a = np.empty(shape)
     if len(pool) < _POOL_SIZE:
