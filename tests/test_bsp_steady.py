@@ -2,6 +2,7 @@
 two tests on series with known answers, the stop of a real run, the continuation from a converged
 state stopping after one window, the bias ramp, and that monitoring does not touch the numerics."""
 import json
+import shutil
 
 import numpy as np
 import pandas as pd
@@ -161,6 +162,59 @@ def test_continuation_errors(converged, tmp_path):
         sim_of(cfg_of(*STEADY, f"continuation.init_from={tmp_path}"), tmp_path / "x").run()
     with pytest.raises(ConfigError, match="shape"):
         sim_of(cfg_of(*STEADY, "mesh.NW=16", f"continuation.init_from={src}"), tmp_path / "y").run()
+    # Phi's shape does not hold NZ: V's does (the first ITER would fail to broadcast)
+    with pytest.raises(ConfigError, match=r"holds V of shape \(9, 9\), this mesh needs \(9, 11\)$"):
+        sim_of(cfg_of(*STEADY, "mesh.NZ=11", f"continuation.init_from={src}"), tmp_path / "z").run()
+    with pytest.raises(ConfigError, match=r"another device \(device.t_ox_nm = 1.0 there, 1.2 here\)$"):
+        sim_of(cfg_of(*STEADY, "device.t_ox_nm=1.2", f"continuation.init_from={src}"), tmp_path / "w").run()
+
+
+def test_no_stop_during_the_ramp(converged, tmp_path):
+    """From the converged state at the same bias the run stops one window after its start
+    (test above); with a ramp longer than the window, not before the ramp's end + one window."""
+    src, _, _ = converged
+    rec = sim_of(cfg_of(*STEADY, "continuation.ramp_ps=0.05", f"continuation.init_from={src}"), tmp_path).run()
+    s = rec["summary"]["steady"]
+    assert s["reached"] and 0.09 * (1 - 1e-9) <= s["t_reached_ps"] < 0.09 + 0.04
+
+
+class _Interrupted(RuntimeError):
+    pass
+
+
+class _DiesAfter(Simulation):
+    """Raises right after step ``n`` (as a killed job would stop)."""
+
+    def __init__(self, *a, n, **k):
+        super().__init__(*a, **k)
+        self.n = n
+
+    def step(self):
+        super().step()
+        if self.state.step == self.n:
+            raise _Interrupted
+
+
+def test_steady_continued_run_resumes_to_the_uninterrupted_result(converged, tmp_path):
+    """A continued steady run killed after its checkpoint at step 40 (of 54) and resumed stops at
+    the uninterrupted run's step with its scalars and run.json record, byte for byte: the monitor's
+    window and the continuation source (read at step 0; here removed before the resume) are in
+    the checkpoint."""
+    src = tmp_path / "src"
+    src.mkdir()
+    shutil.copy(converged[0] / FINAL_STATE, src / FINAL_STATE)
+    cfg = cfg_of(*STEADY, f"continuation.init_from={src}", "output.checkpoint_every_steps=20")
+    a, b = tmp_path / "a", tmp_path / "b"
+    ra = sim_of(cfg, a).run()
+    assert ra["summary"]["steady"]["reached"] and ra["summary"]["steps"] == 54
+    with pytest.raises(_Interrupted):
+        _DiesAfter(cfg, get_backend("numpy"), b, progress=False, n=41).run()
+    (src / FINAL_STATE).unlink()
+    rb = sim_of(cfg, b).run(resume=True)
+    assert (a / "scalars.csv").read_bytes() == (b / "scalars.csv").read_bytes()
+    assert (a / "profiles.csv").read_bytes() == (b / "profiles.csv").read_bytes()
+    for k in ("steps", "steady", "continuation"):
+        assert ra["summary"][k] == rb["summary"][k], k
 
 
 def test_bias_ramp(converged):

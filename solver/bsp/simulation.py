@@ -8,6 +8,7 @@ RK fast path, bte.advance forms DENS inside the RK update.)
 """
 from __future__ import annotations
 
+import json
 import math
 import sys
 import time
@@ -86,7 +87,12 @@ class Simulation:
         self.t_end = math.inf if t_end is None else t_end * 1e-12 / s.t
         self.max_steps = cfg["time"]["steps"]
         self.first_dt = cfg["time"]["first_dt_s"] / s.t
-        self.monitor = steady.Monitor(self.model, cfg["steady"]) if cfg["steady"]["enabled"] else None
+        self.monitor = None
+        if cfg["steady"]["enabled"]:
+            cont = cfg["continuation"]
+            ramping = cont["init_from"] and cont["ramp_ps"] > 0  # no stop until a window after the ramp
+            earliest_s = (cont["ramp_ps"] + cfg["steady"]["window_ps"]) * 1e-12 if ramping else 0.0
+            self.monitor = steady.Monitor(self.model, cfg["steady"], earliest_s)
         self.source = None  # continuation: what the run started from (init_from)
 
     # ------------------------------------------------------------------ start-up
@@ -297,6 +303,8 @@ class Simulation:
                 f.attrs["startup_s"] = self.startup_s
                 f.attrs["config_hash"] = provenance.config_hash(self.cfg)
                 f.attrs["bias_V"] = list(_bias_volts(self.cfg))
+                if name == FINAL_STATE:  # checked by a run that starts from this state
+                    f.attrs["device"] = json.dumps(self.cfg["device"])
                 if self.scalars:
                     _write_table(f, "scalars", pd.DataFrame(self.scalars))
                 p0 = getattr(self, "profiles_t0", None)
@@ -304,6 +312,10 @@ class Simulation:
                     _write_table(f, "profiles_t0", p0)
                 if self._timer_rows:
                     _write_table(f, "timers", pd.DataFrame(self._timer_rows))
+                if self.monitor is not None:  # steady runs only: ordinary checkpoints are unchanged
+                    self.monitor.save(f.create_group("steady"))
+                if self.source is not None:  # as read at step 0, for the resumed run's run.json and ramp
+                    f.attrs["continuation"] = json.dumps(self.source)
         if name == CHECKPOINT:
             self._checkpoint_step = st.step
 
@@ -338,6 +350,10 @@ class Simulation:
                 self.profiles_t0 = _read_table(f["profiles_t0"])
             if "timers" in f:
                 self._timer_rows = _read_table(f["timers"]).to_dict("records")
+            if self.monitor is not None:
+                self.monitor.load(f["steady"])
+            if self.cfg["continuation"]["init_from"]:
+                self.source = json.loads(f.attrs["continuation"])
             self.state.rho, self.state.PhiHat = (be.asarray(f[k][...]) for k in DENS_ARRAYS)
         st = self.state
         st.N = poisson.volume_density(self.model, be, st.rho, st.chi)
@@ -348,24 +364,31 @@ class Simulation:
 
     # ------------------------------------------------------------------ continuation
     def _source(self, run_dir) -> dict:
-        """What continuation.init_from names: its final_state.h5 (path, bias, time, config hash)."""
+        """What continuation.init_from names: its final_state.h5 (path, bias, time, config hash),
+        checked against this run: the shapes of every array it holds, and the device section."""
         import h5py
 
         path = Path(run_dir) / FINAL_STATE
+        key = "config key 'continuation.init_from'"
         try:
             with h5py.File(path, "r") as f:
-                shape = f["Phi"].shape
+                shapes = {k: tuple(f[k].shape) for k in STATE_ARRAYS + DENS_ARRAYS}
+                device = json.loads(f.attrs["device"]) if "device" in f.attrs else None
                 src = {"init_from": str(run_dir), "source_config_hash": str(f.attrs["config_hash"]),
                        "source_bias_V": [float(v) for v in f.attrs["bias_V"]],
                        "source_t_ps": float(f.attrs["t"]) * self.model.scales.t * 1e12,
                        "source_steps": int(f.attrs["step"]), "ramp_ps": self.cfg["continuation"]["ramp_ps"]}
         except (OSError, KeyError) as exc:
-            raise ConfigError(f"config key 'continuation.init_from': cannot read {str(path)!r} ({exc}); the source run "
+            raise ConfigError(f"{key}: cannot read {str(path)!r} ({exc}); the source run "
                               "must have finished with continuation.save_final_state: true") from None
-        m = self.model
-        if tuple(shape) != (m.NX, 3, m.N_sbn, m.NW, m.NPHI):
-            raise ConfigError(f"config key 'continuation.init_from': {str(path)!r} holds Phi of shape {tuple(shape)}, "
-                              f"this mesh needs {(m.NX, 3, m.N_sbn, m.NW, m.NPHI)}")
+        for k, want in _state_shapes(self.model).items():
+            if shapes[k] != want:
+                raise ConfigError(f"{key}: {str(path)!r} holds {k} of shape {shapes[k]}, this mesh needs {want}")
+        here = self.cfg["device"]
+        if device is not None and device != here:  # final states written before the device was recorded: unchecked
+            diff = "; ".join(f"device.{k} = {device.get(k)} there, {here.get(k)} here"
+                             for k in sorted(device.keys() | here.keys()) if device.get(k) != here.get(k))
+            raise ConfigError(f"{key}: {str(path)!r} is the state of another device ({diff})")
         return src
 
     def init_from(self, run_dir) -> None:
@@ -469,8 +492,6 @@ class Simulation:
             self.out.mkdir(parents=True, exist_ok=True)
             if resumed:
                 print(f"resumed from {ck} at step {self.state.step}", file=self.log)
-                if self.cfg["continuation"]["init_from"]:
-                    self.source = self._source(self.cfg["continuation"]["init_from"])
                 p0 = getattr(self, "profiles_t0", None)
                 if p0 is not None and not (self.out / "profiles_t0.csv").exists():
                     io.write_csv(p0, self.out / "profiles_t0.csv", float_format="%.10e")
@@ -557,6 +578,13 @@ class Simulation:
             if ck.exists():
                 ck.unlink()
         return record
+
+
+def _state_shapes(m) -> dict:
+    """Shapes of the checkpointed state arrays (STATE_ARRAYS + DENS_ARRAYS) of the model ``m``."""
+    P = (m.NX, 3, m.N_sbn)
+    return {"Phi": P + (m.NW, m.NPHI), "V": (m.NX, m.NZ), "eps": P, "chi": P + (m.NZ,), "deps_dx": P,
+            "rho": P, "PhiHat": P + (m.NW,)}
 
 
 def _bias_volts(cfg) -> tuple[float, float, float]:

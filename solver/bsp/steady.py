@@ -21,10 +21,14 @@ face-flux spread itself carries the O(dw) mass leak of the inelastic scattering 
 face) are recorded with the final residuals for the docs, not used by the stop.
 
 Relative quantities are taken against max(|<j>|, current_floor_A_per_m), so a run at V_DS = 0
-(current ~ round-off) does not divide by zero; it runs to the time limit.
+(current ~ round-off) does not divide by zero; it runs to the time limit.  A continued run with a
+bias ramp (continuation.ramp_ps) is not tested before ramp_ps + window_ps: a window that holds
+part of the ramp can look settled.  The monitor's state is checkpointed (``save``, ``load``), so a
+resumed run stops at the step of the uninterrupted one.
 """
 from __future__ import annotations
 
+import json
 from collections import deque
 
 import numpy as np
@@ -39,9 +43,9 @@ CHECKS_PER_WINDOW = 30  # the tests run every window/30 of simulated time (not e
 class Monitor:
     """Time series of <j> and N_s(x) over the last window; ``update`` after every recorded
     scalars row, ``reached`` once both tests pass (tested once the window is full, then every
-    window / CHECKS_PER_WINDOW of simulated time)."""
+    window / CHECKS_PER_WINDOW of simulated time, not before ``earliest_s`` of simulated time)."""
 
-    def __init__(self, model, cfg_steady: dict):
+    def __init__(self, model, cfg_steady: dict, earliest_s: float = 0.0):
         s = model.scales
         self.model = model
         self.window_s = cfg_steady["window_ps"] * 1e-12
@@ -49,6 +53,7 @@ class Monitor:
         self.ctol = cfg_steady["conservation_tol"]
         self.floor = cfg_steady["current_floor_A_per_m"]
         self.dx_m = model.dx * s.Lx
+        self.earliest_s = earliest_s
         self.hist: deque[tuple[float, float, np.ndarray]] = deque()  # (t_s, <j> A/m, N_s(x) m^-2)
         self.next_check_s = -np.inf
         self.reached = False
@@ -63,14 +68,30 @@ class Monitor:
         t0 = t_s - self.window_s
         while len(self.hist) > 2 and self.hist[1][0] <= t0 * (1 + 1e-12):
             self.hist.popleft()
-        if self.hist[0][0] > t0 * (1 + 1e-12) or len(self.hist) < 4 or t_s < self.next_check_s:
-            return False  # less than one window of history, or checked a moment ago
+        if (self.hist[0][0] > t0 * (1 + 1e-12) or len(self.hist) < 4 or t_s < self.next_check_s
+                or t_s < self.earliest_s * (1 - 1e-12)):
+            return False  # less than one window of history, checked a moment ago, or still ramping
         self.next_check_s = t_s + self.window_s / CHECKS_PER_WINDOW * (1 - 1e-9)
         self.last = self.residuals()
         if self.last["drift"] < self.rtol and self.last["charging"] < self.ctol:
             self.reached = True
             self.t_reached_s, self.step_reached = t_s, step
         return self.reached
+
+    def save(self, group) -> None:
+        """Write the state (window history, next check, last residuals) into the HDF5 ``group``."""
+        group.create_dataset("t_s", data=np.array([h[0] for h in self.hist]))
+        group.create_dataset("current_A_per_m", data=np.array([h[1] for h in self.hist]))
+        group.create_dataset("Ns_m2", data=np.array([h[2] for h in self.hist]))
+        group.attrs["next_check_s"] = self.next_check_s
+        group.attrs["last"] = json.dumps(self.last)
+
+    def load(self, group) -> None:
+        """Restore the state written by ``save`` (a checkpoint is written only before the stop)."""
+        self.hist = deque(zip((float(v) for v in group["t_s"][...]),
+                              (float(v) for v in group["current_A_per_m"][...]), group["Ns_m2"][...]))
+        self.next_check_s = float(group.attrs["next_check_s"])
+        self.last = json.loads(group.attrs["last"])
 
     def residuals(self) -> dict:
         t = np.array([h[0] for h in self.hist])

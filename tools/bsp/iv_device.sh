@@ -27,8 +27,12 @@ python3 -m solver run config/bsp/dgmosfet.yaml --out /tmp/iv_warm --overwrite --
   --set mesh.N_sbn=6 --set mesh.NX=33 --set mesh.NZ=33 --set mesh.NW=150 --set mesh.NPHI=24 \
   --set time.steps=3 --set time.t_end_ps=null 2>&1 | tail -1
 echo "== snakemake: every iv point at once ($((SECONDS-t0)) s)"
+# a call cut by the timeout's SIGINT can leave .snakemake/ locked and its jobs marked incomplete:
+# unlock and rerun those (their runs resume from their checkpoints, which are no rule's output)
+# (--unlock needs --cores: a rule takes a fraction of the cores)
+snakemake "$D/figures_of_merit.csv" --unlock --cores 16 --configfile config/gpu.yaml > /dev/null 2>&1
 timeout -s INT -k 60 "${IV_LIMIT_S:-480}" snakemake "$D/figures_of_merit.csv" --cores 16 --resources gpu=16 \
-  --keep-going --configfile config/gpu.yaml > "$OUT/snakemake.log" 2>&1
+  --keep-going --rerun-incomplete --configfile config/gpu.yaml > "$OUT/snakemake.log" 2>&1
 echo "snakemake rc=$? ($((SECONDS-t0)) s)"; tail -5 "$OUT/snakemake.log"
 if [ ! -f "$D/figures_of_merit.csv" ]; then
   # a point failed (e.g. a negative-density fault at low V_G, docs/iv.md): tables and figures of the finished ones
