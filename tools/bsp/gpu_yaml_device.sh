@@ -44,7 +44,7 @@ echo "chunk $n on $MACHINE, code $SOLVER_SOURCE_COMMIT, limit ${LIMIT_S}s, targe
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
 command -v ncu && ncu --version | tail -1
 
-snakemake --unlock --configfile "$CONFIG" > /dev/null 2>&1
+snakemake --unlock --cores 16 --configfile "$CONFIG" > /dev/null 2>&1  # --cores: without it the DAG of vecops.smk fails and nothing is unlocked
 left=$(( LIMIT_S - ($(date +%s) - t0) - 40 ))  # 40 s for Snakemake to stop, the tar and the status
 # shellcheck disable=SC2086
 timeout --signal=INT --kill-after=20 "$left" snakemake --cores 16 --configfile "$CONFIG" \
