@@ -10,9 +10,10 @@ speedup follows copy_ratio is bandwidth-bound, one that follows fp64_ratio compu
 both bound by something else (launches, the host, latency).
 
 Ceilings (:func:`ceilings`): GPU copy = vecops ``copy_bandwidth`` (ceilings.gpu.csv) else the bsp
-kernel profile's device copy; GPU FP64 = the bsp kernel profile's FP64 FMA chains; CPU copy =
-vecops ``copy_bandwidth`` (ceilings.cpu.csv) else the bsp profile's numba/numpy copy; CPU FP64 = the
-bsp profile's FP64 GEMM.  A machine without such a file has NaN there (not measured).
+kernel profile's device copy; GPU FP64 = the larger of vecops' ``fma_peak_float64`` and the bsp
+kernel profile's FP64 FMA chains; CPU copy = vecops ``copy_bandwidth`` (ceilings.cpu.csv) else the
+bsp profile's numba/numpy copy; CPU FP64 = the larger of vecops' ``fma_peak_float64`` and the bsp
+profile's FP64 GEMM.  A machine without such a file has NaN there (not measured).
 """
 from __future__ import annotations
 
@@ -36,8 +37,10 @@ def _bsp_ceiling_files(folder: Path):
 
 
 def ceilings(root, machine) -> list[dict]:
-    """One row per device kind (gpu, cpu) of a machine: copy_GB_per_s, fp64_GFLOP_per_s, fp32_GFLOP_per_s
-    and the files they come from."""
+    """One row per device kind (gpu, cpu) of a machine: copy_GB_per_s (vecops' copy_bandwidth, else
+    the largest GB/s of the bsp kernel profile's ceilings), fp64_GFLOP_per_s (the larger of vecops'
+    fma_peak_float64 and the bsp ceilings' FP64 FMA chains on the GPU / FP64 GEMM on the CPU),
+    fp32_GFLOP_per_s (vecops' fma_peak_float32) and the files copy and FP64 come from."""
     folder = Path(root) / machine
     out = {k: {"machine": machine, "device_kind": k, "copy_GB_per_s": np.nan, "fp64_GFLOP_per_s": np.nan,
                "fp32_GFLOP_per_s": np.nan, "copy_source": "", "fp64_source": ""} for k in ("gpu", "cpu")}
@@ -153,7 +156,7 @@ def study_table(root, study, machine_list=None, reference=None) -> pd.DataFrame:
     order = list(reference or []) + [m for m in machine_list if m not in (reference or [])]
     rank = {m: i for i, m in enumerate(order)}
     t["_rank"] = t["machine"].map(rank)
-    ref = t.sort_values("_rank").groupby("case").first()
+    ref = t.sort_values("_rank", kind="stable").drop_duplicates("case").set_index("case")  # whole rows
     t["reference_machine"] = t["case"].map(ref["machine"])
     t["speedup_vs_reference"] = t["case"].map(ref["value"]) / t["value"]
     for col, name in (("copy_GB_per_s", "copy_ratio_vs_reference"), ("fp64_GFLOP_per_s", "fp64_ratio_vs_reference")):

@@ -219,6 +219,68 @@ def test_compare_machines(timing_runs):
     assert np.isnan(c.loc[("2x9x9x12x8", "numba_t2", "step"), "nvidia-h200"])
 
 
+def _fused_times(scale=1.0):
+    """_times of a run with the fused stage RK_wphi: no WENO_w / WENO_phi timers, their 1.0 + 0.5
+    inside BTE/RK (0.5 + 1.5 = 2.0); BTE and step as in _times."""
+    out = _times(scale)
+    out["BTE/RK"] += out.pop("BTE/WENO_w") + out.pop("BTE/WENO_phi")
+    return out
+
+
+@pytest.fixture
+def fused_runs(tmp_path):
+    ds = [_write_run(tmp_path / "t1", "numpy", 1, "2x9x9x12x8", _times(1.0)),
+          _write_run(tmp_path / "t2", "numba", 2, "2x9x9x12x8", _fused_times(0.5)),
+          _write_run(tmp_path / "g", "cupy", 1, "2x9x9x12x8", _fused_times(0.05))]
+    return A.collect_runs(ds)
+
+
+def test_fused_stage_leaves_fd_weno_unknown(fused_runs):
+    """Runs whose RK holds WENO_w + WENO_phi (no timers of their own): FD-WENO-5 and the w / phi
+    weights are NaN (not WENO_x alone, not 0) and the rows carry the note; the unfused row as before."""
+    assert list(A.fused_wphi(A._ordered(fused_runs))) == [False, True, True]
+    t5 = A.phase_table(fused_runs, A.TABLE5_000)
+    assert t5.loc["numpy_t1", "FD-WENO-5"] == pytest.approx(2.5) and t5.loc["numpy_t1", "note"] == ""
+    assert np.isnan(t5.loc["numba_t2", "FD-WENO-5"]) and np.isnan(t5.loc["cupy_t1", "FD-WENO-5"])
+    assert t5.loc["numba_t2", "BTE"] == pytest.approx(4.0) and t5.loc["numba_t2", "scatt."] == pytest.approx(2.5)
+    assert t5.loc["numba_t2", "note"] == A.FUSED_NOTE == t5.loc["cupy_t1", "note"]
+    assert "note" not in A.phase_table(fused_runs, A.TABLE2_001)  # no column of Table 2 sums WENO_w / WENO_phi
+    sp = A.speedups(t5, "numpy_t1")
+    assert sp.loc["numba_t2", "BTE"] == pytest.approx(2.0) and np.isnan(sp.loc["numba_t2", "FD-WENO-5"])
+    assert sp.loc["cupy_t1", "note"] == A.FUSED_NOTE and sp.loc["numpy_t1", "step"] == 1.0
+    w = A.weights(fused_runs, "BTE", A.BTE_KERNELS)
+    assert np.isnan(w.loc["numba_t2", "BTE/WENO_w"]) and np.isnan(w.loc["numba_t2", "BTE/WENO_phi [%]"])
+    assert w.loc["numba_t2", "BTE/RK [%]"] == pytest.approx(25.0)  # 2.0 of 8.0
+    assert w.loc["numba_t2", "other"] == pytest.approx(0.0, abs=1e-12)
+    assert w.loc["numpy_t1", "BTE/WENO_w [%]"] == pytest.approx(12.5) and w.loc["numpy_t1", "note"] == ""
+    c = A.compare_machines({"m": fused_runs})["m"]
+    assert np.isnan(c[("2x9x9x12x8", "cupy_t1", "FD-WENO-5")]) and c[("2x9x9x12x8", "numpy_t1", "FD-WENO-5")] == pytest.approx(2.5)
+    fig = A.plot_weights(w, A.BTE_KERNELS, "t")
+    labels = [x.get_text() for x in fig.axes[0].get_xticklabels()]
+    assert labels == ["numpy sequential", "numba 2 threads\n(RK incl. WENO_w, WENO_phi)", "GPU (cupy)\n(RK incl. WENO_w, WENO_phi)"]
+    assert len(A.plot_speedups(sp, "t").axes) == 9  # the note is no panel
+
+
+def test_fused_stage_mesh_scaling(tmp_path):
+    ref = "6x65x65x300x48"
+    ds = [_write_run(tmp_path / "ref", "numba", 1, ref, _fused_times(1.0)),
+          _write_run(tmp_path / "NX", "numba", 1, A.double(ref, "NX"), _fused_times(2.0))]
+    t = A.mesh_scaling(A.collect_runs(ds), ref, A.TABLE5_000)
+    assert t.loc["NX x2", "BTE ratio"] == pytest.approx(2.0) and np.isnan(t.loc["NX x2", "FD-WENO-5 ratio"])
+    assert list(t["note"]) == [A.FUSED_NOTE] * 2
+
+
+def test_calls_per_step_of_a_fused_run(tmp_path):
+    """Table 3: the fused run has no WENO_w / WENO_phi timers: NaN there (the rows kept), RK 3 per step."""
+    d = _write_run(tmp_path / "f", "numba", 2, "2x9x9x12x8", _fused_times(), steps=4)
+    rec = json.loads((d / "run.json").read_text())
+    rec["timers"]["calls"] = {"step": 4, "step/BTE": 4, "step/BTE/WENO_x": 12, "step/BTE/RK": 12}
+    (d / "run.json").write_text(json.dumps(rec))
+    t = A.calls_per_step({"numba_t2": d})["numba_t2"]
+    assert list(t.index) == ["step", "BTE", "BTE/WENO_x", "BTE/WENO_w", "BTE/WENO_phi", "BTE/RK"]
+    assert t["BTE/RK"] == 3.0 and t["BTE/WENO_x"] == 3.0 and t[list(A.FUSED_INTO_RK)].isna().all()
+
+
 # ------------------------------------------------------------------------------ convergence
 def test_observed_order_exact():
     h = np.array([1 / 8, 1 / 16, 1 / 32])

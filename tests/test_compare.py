@@ -57,3 +57,15 @@ def test_reference_order_and_empty_studies(root):
     assert len(C.study_table(root, "rgf")) == 0
     fig = C.plot_study(C.study_table(root, "bsp"), "bsp")
     assert len(fig.axes[0].patches) == 2 * 2  # two shared cases x two machines
+
+
+def test_reference_row_stays_whole_with_a_nan(root):
+    """The reference machine's value of a case is NaN: its row is the reference as it is (speedup NaN),
+    not its name with the next machine's value."""
+    for tag, ms in (("gpu-a", np.nan), ("gpu-b", 2.0)):
+        pd.DataFrame({"variant": ["cuda"], "kernel": ["WENO_x"], "threads": [1], "mesh": ["3x9x9x12x8"],
+                      "ms_per_step": [ms]}).to_csv(root / tag / "bsp" / "kernels" / "kernel_profile.csv", index=False)
+    t = C.study_table(root, "bsp", reference=["gpu-a"]).set_index(["case", "machine"])
+    k = t.loc["kernel WENO_x cuda_t1 3x9x9x12x8"]
+    assert list(k["reference_machine"]) == ["gpu-a", "gpu-a"] and k["speedup_vs_reference"].isna().all()
+    assert t.loc[("step 6x65x65x300x48 cupy_t1 (bench)", "gpu-b"), "speedup_vs_reference"] == pytest.approx(20 / 16)

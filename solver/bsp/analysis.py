@@ -46,6 +46,11 @@ TABLE5_000 = {
     "Schrod.": ("ITER/eigen",),
     "NR kernel": ("ITER/Frechet",),
 }
+# The fused stage (phase key RK_wphi: cupy and numba, numerics.bte_kernels fast) forms the WENO w
+# and phi terms inside the RK kernel: such a run has a BTE/RK timer and none of these, and every
+# column summing one of them (FD-WENO-5) is unknown (NaN) for it, its row marked with FUSED_NOTE
+FUSED_INTO_RK = ("BTE/WENO_w", "BTE/WENO_phi")
+FUSED_NOTE = "RK includes WENO_w + WENO_phi (fused RK_wphi)"
 # Tables 2 and 3 of paper 001 (phases BTE, iter; iter sections)
 TABLE2_001 = {"step": ("step",), "BTE": ("BTE",), "iter": ("ITER",)}
 TABLE3_001 = {"iter.eigen": ("ITER/eigen",), "iter.Frechet": ("ITER/Frechet",),
@@ -316,7 +321,8 @@ def collect_runs(run_dirs, warmup: int = 1, machine: str | None = None) -> pd.Da
 def calls_per_step(run_dirs: dict) -> pd.DataFrame:
     """Table 3 of 000: calls per time step of every timed phase (kernels / functions), from the
     timers' call counts in run.json; ``run_dirs[variant]`` = run folder.  Rows = phases (the
-    step's sub-phases without 'step/'), columns = variants."""
+    step's sub-phases without 'step/'), columns = variants; NaN where a variant has no such timer
+    (WENO_w and WENO_phi of a fused run, :func:`fused_wphi`: they run inside BTE/RK)."""
     cols = {}
     for variant, d in run_dirs.items():
         rec = json.loads((Path(d) / "run.json").read_text())
@@ -326,23 +332,53 @@ def calls_per_step(run_dirs: dict) -> pd.DataFrame:
         cols[variant] = normalize_phases(pd.Series(calls, dtype=float)) / steps
     out = pd.DataFrame(cols)
     out.index.name = "phase"
-    order = [p for p in PHASES if p in out.index] + sorted(p for p in out.index if p not in PHASES)
-    return out.loc[order]
+    timed = set(out.index) | (set(FUSED_INTO_RK) if "BTE/RK" in out.index else set())
+    order = [p for p in PHASES if p in timed] + sorted(p for p in out.index if p not in PHASES)
+    return out.reindex(order)
+
+
+def fused_wphi(runs: pd.DataFrame) -> pd.Series:
+    """Per run: True where the fused stage ran (BTE/RK timed, no BTE/WENO_w and BTE/WENO_phi
+    timers: their time is inside BTE/RK)."""
+    def col(p):
+        return runs[p] if p in runs.columns else pd.Series(np.nan, index=runs.index)
+
+    absent = pd.concat([col(p).isna() for p in FUSED_INTO_RK], axis=1).all(axis=1)
+    return col("BTE/RK").notna() & absent
+
+
+def _note(t: pd.DataFrame, runs: pd.DataFrame, parts) -> pd.DataFrame:
+    """``t`` (rows = the rows of ``runs``) with a column 'note' (FUSED_NOTE on the fused rows)
+    where ``parts`` holds a phase of FUSED_INTO_RK and a run is fused; else ``t`` as it is."""
+    fused = fused_wphi(runs).to_numpy()
+    if fused.any() and set(parts) & set(FUSED_INTO_RK):
+        t = t.assign(note=np.where(fused, FUSED_NOTE, ""))
+    return t
 
 
 def _combine(runs: pd.DataFrame, columns: dict) -> pd.DataFrame:
+    """Each column of ``columns`` as the sum of its phases; NaN where none was timed, and on the
+    fused runs (:func:`fused_wphi`) for a column with a phase of FUSED_INTO_RK (its time is in RK)."""
     out = pd.DataFrame(index=runs.index)
+    fused = fused_wphi(runs)
     for name, parts in columns.items():
         present = [p for p in parts if p in runs.columns]
         out[name] = runs[present].sum(axis=1, min_count=1) if present else np.nan
+        if set(parts) & set(FUSED_INTO_RK):
+            out.loc[fused, name] = np.nan
     return out
+
+
+def _parts(columns: dict):
+    return [p for parts in columns.values() for p in parts]
 
 
 def phase_table(runs: pd.DataFrame, columns: dict = TABLE5_000, by=("variant",)) -> pd.DataFrame:
     """Mean seconds per step of the papers' phases, one row per ``by`` key (variants ordered as
-    sequential, threads ascending, GPU last)."""
+    sequential, threads ascending, GPU last); a column 'note' marks the fused runs where a column
+    sums WENO_w or WENO_phi (:func:`_combine`)."""
     runs = _ordered(runs)
-    t = _combine(runs, columns)
+    t = _note(_combine(runs, columns), runs, _parts(columns))
     t.index = pd.MultiIndex.from_frame(runs[list(by)]) if len(by) > 1 else pd.Index(runs[by[0]], name=by[0])
     return t
 
@@ -354,7 +390,9 @@ def _ordered(runs: pd.DataFrame) -> pd.DataFrame:
 
 def weights(runs: pd.DataFrame, parent: str, children, by: str = "variant") -> pd.DataFrame:
     """Absolute (s per step) and relative (share of ``parent``) weight of ``children`` per run:
-    columns '<child>' and '<child> [%]' plus 'other' (parent minus the children, the untimed part)."""
+    columns '<child>' and '<child> [%]' plus 'other' (parent minus the children, the untimed part);
+    a child without a timer is NaN, and a column 'note' marks the fused runs (their WENO_w and
+    WENO_phi are inside BTE/RK) where the children include those."""
     runs = _ordered(runs)
     out = pd.DataFrame(index=pd.Index(runs[by], name=by))
     par = runs[parent].to_numpy(float)
@@ -366,15 +404,17 @@ def weights(runs: pd.DataFrame, parent: str, children, by: str = "variant") -> p
     out["other"] = par - acc
     for c in list(children) + ["other"]:
         out[f"{c} [%]"] = 100.0 * out[c].to_numpy(float) / par
-    return out
+    return _note(out, runs, children)
 
 
 def speedups(table: pd.DataFrame, baseline: str) -> pd.DataFrame:
     """Speedup of every row of a phase table (index = variant) relative to row ``baseline``:
-    t_baseline / t, per column."""
+    t_baseline / t, per column (a 'note' column is carried over as it is)."""
     if baseline not in table.index:
         raise KeyError(f"baseline {baseline!r} not among {list(table.index)}")
-    return table.loc[baseline] / table
+    times = table.drop(columns="note", errors="ignore")
+    sp = times.loc[baseline] / times
+    return sp.assign(note=table["note"]) if "note" in table else sp
 
 
 def mesh_scaling(runs: pd.DataFrame, reference: str, columns: dict = TABLE5_000, variant: str | None = None) -> pd.DataFrame:
@@ -397,7 +437,7 @@ def mesh_scaling(runs: pd.DataFrame, reference: str, columns: dict = TABLE5_000,
     ref = t.loc["reference"]
     for c in columns:
         t[f"{c} ratio"] = t[c] / ref[c]
-    return t
+    return _note(t, df, _parts(columns))
 
 
 def grid_speedups(runs: pd.DataFrame, baseline: str, phase: str = "ITER", meshes=None) -> pd.DataFrame:
@@ -418,7 +458,8 @@ def grid_speedups(runs: pd.DataFrame, baseline: str, phase: str = "ITER", meshes
 def compare_machines(runs_by_machine: dict, columns: dict = TABLE5_000) -> pd.DataFrame:
     """Cross-machine table: ``runs_by_machine[machine]`` is a machine's tidy timing table
     (:func:`collect_runs`); rows (mesh, variant, phase) with the papers' phases, one column per
-    machine (mean s per step; empty where a machine has no such run)."""
+    machine (mean s per step; empty where a machine has no such run, and for FD-WENO-5 of a fused
+    run, :func:`_combine`)."""
     cols = {}
     for machine, runs in sorted(runs_by_machine.items()):
         runs = _ordered(runs)
@@ -511,7 +552,8 @@ def plot_weights(w: pd.DataFrame, children, title: str):
     """Stacked bars of absolute (s per step) and relative (%) weights (Figs 11-13 of 000)."""
     plt = _plt()
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 3.8))
-    labels = [variant_label(v) for v in w.index]
+    notes = w["note"] if "note" in w else pd.Series("", index=w.index)
+    labels = [variant_label(v) + ("\n(RK incl. WENO_w, WENO_phi)" if n == FUSED_NOTE else "") for v, n in zip(w.index, notes)]
     xs = np.arange(len(w))
     bottom_a = np.zeros(len(w))
     bottom_r = np.zeros(len(w))
@@ -540,7 +582,7 @@ def plot_speedups(sp: pd.DataFrame, title: str, paper: pd.DataFrame | None = Non
     labelled with their hardware, :func:`paper_speedups_000` / :func:`paper_speedups_001`), drawn
     as grey crosses (CPU threads) and dotted lines (GPUs) beside ours."""
     plt = _plt()
-    cols = list(sp.columns)
+    cols = [c for c in sp.columns if c != "note"]
     n = len(cols)
     ncol = min(n, 3)
     nrow = math.ceil(n / ncol)

@@ -600,7 +600,8 @@ NCU_METRICS = {
 NCU_UNITS = {"nsecond": 1.0, "usecond": 1e3, "msecond": 1e6, "second": 1e9, "byte": 1.0, "Kbyte": 1e3,
              "Mbyte": 1e6, "Gbyte": 1e9, "Tbyte": 1e12, "%": 1.0, "inst": 1.0, "": 1.0}
 # our CUDA kernels (name before any template or argument list) -> (phase, solver phase, paper 001
-# Table 5 kernel, paper 000 Table 4 kernel number)
+# Table 5 kernel, paper 000 Table 4 kernel number); every __global__ kernel of kernels/cuda/*.cu
+# (tests/test_bsp_profile_ncu.py checks)
 NCU_KERNELS = {
     "bsp_weno_dx": ("BTE", "WENO_x", "cuda_WENO_X", 4),
     "bsp_weno_dw": ("BTE", "WENO_w", "cuda_WENO_W", 3),
@@ -609,6 +610,9 @@ NCU_KERNELS = {
     "bsp_scat_gain": ("BTE", "scat_gain", "cuda_phonons_gain", 7),
     "bsp_scat_loss": ("BTE", "scat_loss", "cuda_phonons_loss", 1),
     "bsp_rk_dens": ("BTE", "RK (+ DENS)", "cuda_perform_RK_1_3", 10),
+    # the fused stage (numerics.bte_kernels = fast): WENO_w and WENO_phi inside the RK update; no one
+    # paper kernel does the same work
+    "bsp_wphi_rk": ("BTE", "WENO_w+WENO_phi+RK (+ DENS), fused", "", None),
     "bsp_rho": ("DENS", "DENS", "cuda_pdftilde", 6),
     "eigenvalues_nr": ("ITER", "eigen", "cuda_eigenvalues_NR", None),
     "eigenvalues": ("ITER", "eigen", "cuda_eigenvalues_NR", None),
@@ -619,8 +623,10 @@ NCU_KERNELS = {
     "cr_eliminate": ("ITER", "solve_linsys", "cuda_matrix_vector_product", None),
     "cr_update": ("ITER", "solve_linsys", "cuda_update_x", None),
     "cr_backsub": ("ITER", "solve_linsys", "cuda_update_x", None),
+    "gj_inverse": ("ITER", "solve_linsys", "", None),
     "newton_rhs": ("ITER", "newton_rhs", "", None),
     "newton_norms": ("ITER", "newton_norms", "", None),
+    "spin": ("other", "profiler (SpinTimer), not part of a time step", "", None),
 }
 # Paper 001, Table 5 (Nsight Compute): kernel -> (time RTX 3090 ms, time V100 ms, (1) RTX 3090 %,
 # (1) V100 %, (2) RTX 3090 %, (2) V100 %); (1) = memory throughput, (2) = SM throughput
