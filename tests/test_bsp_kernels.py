@@ -174,10 +174,14 @@ def test_implementations_numba():
     be = get_backend("numba", threads=2)
     impl = kernels.implementations(model(), be)
     assert list(impl) == list(kernels.PHASES)
-    for p in BTE_PHASES:
+    for p in ("WENO_x", "scat_gain", "scat_loss"):
         assert impl[p].startswith("solver.bsp.kernels.numba."), impl[p]
     assert impl["eigen"] == "solver.bsp.kernels.numba.iter.eigen"  # no variant key on the CPU
-    assert impl["RK"] == "solver.bsp.kernels.numba.rk.rk_update [numerics.bte_kernels=fast]"  # fused + DENS
+    for p in ("WENO_w", "WENO_phi", "RK"):  # bte.advance calls the fused stage instead
+        assert impl[p] == "inside RK_wphi", (p, impl[p])
+    exact = kernels.implementations(model("numerics.bte_kernels=exact"), be)
+    assert exact["WENO_w"] == "solver.bsp.kernels.numba.weno.weno_w"  # no RK fast path: the WENO kernels apart
+    assert exact["RK"] == "solver.bsp.bte.rk3_combine"
     assert impl["RK_wphi"] == "solver.bsp.kernels.numba.rk.stage_update [numerics.bte_kernels=fast]"  # w + phi + RK
     assert kernels.implementations(model("numerics.kernels=array"), be) == kernels.REFERENCE
 
@@ -188,7 +192,7 @@ def test_implementations_cupy_behind_a_stand_in(emulated_cuda, monkeypatch):
     impl = kernels.implementations(model("mesh.NZ=65", "numerics.ipim=b"), be)
     assert list(impl) == list(kernels.PHASES)
     assert impl["WENO_x"] == "solver.bsp.kernels.cuda.weno.weno_x [numerics.bte_kernels=fast]"
-    assert impl["RK"] == "solver.bsp.kernels.cuda.rk.rk_update [numerics.bte_kernels=fast]"
+    assert impl["RK"] == impl["WENO_w"] == impl["WENO_phi"] == "inside RK_wphi"
     assert impl["RK_wphi"] == "solver.bsp.kernels.cuda.rk.stage_update [numerics.bte_kernels=fast]"
     assert impl["scat_gain"] == "solver.bsp.kernels.cuda.scattering.scat_gain"
     assert impl["eigen"] == "solver.bsp.kernels.cuda.eigen.eigen [numerics.eigen=newton, numerics.ipim=b]"

@@ -162,8 +162,13 @@ def _variant(model, backend, name: str) -> str | None:
     return None
 
 
+FUSED_INTO_RK_WPHI = ("WENO_w", "WENO_phi", "RK")  # phases bte.advance skips where RK_wphi has a fast path
+
+
 def implementations(model, backend) -> dict:
-    """{phase: the function that runs it (module.function) and, for a fast path, its variant}."""
+    """{phase: the function that runs it (module.function) and, for a fast path, its variant}.
+    Where RK_wphi has a fast path, WENO_w, WENO_phi and RK run inside it (bte.advance calls none of
+    their own functions): they read "inside RK_wphi"."""
     out = {}
     for name, ref in REFERENCE.items():
         fast = lookup(model, backend, name)
@@ -173,4 +178,6 @@ def implementations(model, backend) -> dict:
         desc = REGISTRY.describe(fast)
         variant = _variant(model, backend, name)
         out[name] = desc if variant is None else f"{desc} [{variant}]"
+    if lookup(model, backend, "RK_wphi") is not None:
+        out.update(dict.fromkeys(FUSED_INTO_RK_WPHI, "inside RK_wphi"))
     return out
