@@ -21,6 +21,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from solver.bsp.model import gate_volts
+
 
 # ---------------------------------------------------------------------------------- plan
 def point_name(vg: float, vds: float, bottom=None) -> str:
@@ -82,14 +84,14 @@ def read_point(run_dir) -> dict:
     run_dir = Path(run_dir)
     rec = json.loads((run_dir / "run.json").read_text())
     cfg, s = rec["config"], rec["summary"]
-    b = cfg["bias"]
+    bottom, top = gate_volts(cfg)
     st = s.get("steady", {})
     src = s.get("continuation") or {}
     return {
         "point": run_dir.name,
-        "V_G_top": b["V_G"] if b["V_G_top"] is None else b["V_G_top"],
-        "V_G_bottom": b["V_G"] if b["V_G_bottom"] is None else b["V_G_bottom"],
-        "V_DS": b["V_DS"],
+        "V_G_top": top,
+        "V_G_bottom": bottom,
+        "V_DS": cfg["bias"]["V_DS"],
         "Id_A_per_m": st.get("current_A_per_m", s["mean_current_A_per_m"]),
         "steady": bool(st.get("reached", False)),
         "t_steady_ps": st.get("t_reached_ps"),

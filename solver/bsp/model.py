@@ -90,6 +90,13 @@ def check_memory(cfg: dict, backend) -> None:
             "allowed: a smaller mesh or a machine with more memory")
 
 
+def gate_volts(cfg: dict) -> tuple[float, float]:
+    """(bottom z = 0, top z = 1) gate voltages in V: bias.V_G_bottom / V_G_top, each V_G where null."""
+    b = cfg["bias"]
+    return (b["V_G"] if b["V_G_bottom"] is None else b["V_G_bottom"],
+            b["V_G"] if b["V_G_top"] is None else b["V_G_top"])
+
+
 @dataclass
 class Scales:
     Lx: float  # m
@@ -301,9 +308,7 @@ class Model:
     @property
     def V_G(self) -> tuple[float, float]:
         """Dimensionless (bottom z = 0, top z = 1) gate voltages."""
-        b = self.cfg["bias"]
-        bot = b["V_G"] if b["V_G_bottom"] is None else b["V_G_bottom"]
-        top = b["V_G"] if b["V_G_top"] is None else b["V_G_top"]
+        bot, top = gate_volts(self.cfg)
         return bot / self.scales.V, top / self.scales.V
 
     @property

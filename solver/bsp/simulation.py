@@ -21,7 +21,7 @@ import pandas as pd
 from solver import io, provenance
 from solver.backend import get_backend
 from solver.bsp import bte, dens, output, poisson, scattering, schrodinger, steady
-from solver.bsp.model import Model, check_memory
+from solver.bsp.model import Model, check_memory, gate_volts
 from solver.config import ConfigError, RunFault
 from solver.timing import PhaseTimer
 
@@ -336,9 +336,8 @@ class Simulation:
 
         be = self.backend
         with h5py.File(path, "r") as f:
-            arrays = {k: be.asarray(f[k][...]) for k in STATE_ARRAYS}
-            self.state = State(**arrays, step=int(f.attrs["step"]), t=float(f.attrs["t"]),
-                               A_eps=float(f.attrs["A_eps"]), newton_iterations=int(f.attrs["newton_iterations"]))
+            self._adopt_state(f, step=int(f.attrs["step"]), t=float(f.attrs["t"]),
+                              newton_iterations=int(f.attrs["newton_iterations"]))
             self._last_dt = float(f.attrs["last_dt"])
             self.eq = Equilibrium(V_b=be.asarray(f["V_b"][...]), rho_eq=be.asarray(f["rho_eq"][...]),
                                   A=float(f.attrs["A"]), initcond_iterations=int(f.attrs["initcond_iterations"]),
@@ -354,12 +353,18 @@ class Simulation:
                 self.monitor.load(f["steady"])
             if self.cfg["continuation"]["init_from"]:
                 self.source = json.loads(f.attrs["continuation"])
-            self.state.rho, self.state.PhiHat = (be.asarray(f[k][...]) for k in DENS_ARRAYS)
-        st = self.state
+
+    def _adopt_state(self, f, **scalars) -> None:
+        """The state from the arrays (STATE_ARRAYS, DENS_ARRAYS) and A_eps of the open checkpoint or
+        final state ``f``, with ``scalars`` (step, t, ...) for State."""
+        be = self.backend
+        arrays = {k: be.asarray(f[k][...]) for k in STATE_ARRAYS}
+        self.state = st = State(**arrays, A_eps=float(f.attrs["A_eps"]), **scalars)
+        st.rho, st.PhiHat = (be.asarray(f[k][...]) for k in DENS_ARRAYS)
         st.N = poisson.volume_density(self.model, be, st.rho, st.chi)
-        # the next POTENTIAL starts from the last ITER's eigenpairs, as in the uninterrupted run
-        # (with warm-started eigenvalues they are not a function of V alone: recomputing them
-        # from V would change the last bits)
+        # the next POTENTIAL starts from the stored eigenpairs, as in the uninterrupted run (with
+        # warm-started eigenvalues they are not a function of V alone: recomputing them from V
+        # would change the last bits)
         self._iter = poisson.IterResult("POTENTIAL", st.V, st.eps, st.chi, st.rho, st.N, 0, {})
 
     # ------------------------------------------------------------------ continuation
@@ -398,15 +403,8 @@ class Simulation:
         import h5py
 
         self.source = self._source(run_dir)
-        be = self.backend
         with h5py.File(Path(run_dir) / FINAL_STATE, "r") as f:
-            arrays = {k: be.asarray(f[k][...]) for k in STATE_ARRAYS + DENS_ARRAYS}
-            A_eps = float(f.attrs["A_eps"])
-        self.state = State(**{k: arrays[k] for k in STATE_ARRAYS}, A_eps=A_eps)
-        st = self.state
-        st.rho, st.PhiHat = arrays["rho"], arrays["PhiHat"]
-        st.N = poisson.volume_density(self.model, be, st.rho, st.chi)
-        self._iter = poisson.IterResult("POTENTIAL", st.V, st.eps, st.chi, st.rho, st.N, 0, {})
+            self._adopt_state(f)
         print(f"continuation: initial state from {run_dir} (bias {self.source['source_bias_V']} V, "
               f"t = {self.source['source_t_ps']:.4f} ps)", file=self.log)
 
@@ -589,9 +587,7 @@ def _state_shapes(m) -> dict:
 
 def _bias_volts(cfg) -> tuple[float, float, float]:
     """(bottom gate, top gate, drain-source) voltages in V."""
-    b = cfg["bias"]
-    return (b["V_G"] if b["V_G_bottom"] is None else b["V_G_bottom"],
-            b["V_G"] if b["V_G_top"] is None else b["V_G_top"], b["V_DS"])
+    return (*gate_volts(cfg), cfg["bias"]["V_DS"])
 
 
 def _write_table(f, name, df: pd.DataFrame) -> None:
