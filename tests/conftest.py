@@ -48,6 +48,30 @@ def cupy_backend():
     return get_backend("cupy")
 
 
+class Interrupted(RuntimeError):
+    """Raised by the simulation of ``dies_after`` (a killed job)."""
+
+
+@pytest.fixture
+def dies_after():
+    """A Simulation class whose run raises :class:`Interrupted` right after step ``n`` (keyword
+    argument), as a killed job would stop (after any checkpoint at that step); ``.Interrupted``."""
+    from solver.bsp.simulation import Simulation
+
+    class DiesAfter(Simulation):
+        def __init__(self, *a, n, **k):
+            super().__init__(*a, **k)
+            self.n = n
+
+        def step(self):
+            super().step()
+            if self.state.step == self.n:
+                raise Interrupted
+
+    DiesAfter.Interrupted = Interrupted
+    return DiesAfter
+
+
 @pytest.fixture
 def rng():
     return np.random.default_rng(12345)

@@ -45,34 +45,17 @@ def spread(j):
 
 
 # ------------------------------------------------------------------------------ 1. checkpoint/resume
-class _Interrupted(RuntimeError):
-    pass
-
-
-class _DiesAfter(Simulation):
-    """Raises right after step ``n`` (as a killed job would stop), i.e. after the checkpoint at step 2."""
-
-    def __init__(self, *a, n, **k):
-        super().__init__(*a, **k)
-        self.n = n
-
-    def step(self):
-        super().step()
-        if self.state.step == self.n:
-            raise _Interrupted
-
-
 def _fields(path):
     with h5py.File(path, "r") as f:
         return {k: f[k][...] for k in f if isinstance(f[k], h5py.Dataset)}
 
 
-def test_resume_after_interrupt_matches_uninterrupted_run(tmp_path):
+def test_resume_after_interrupt_matches_uninterrupted_run(tmp_path, dies_after):
     cfg = cfg_of("output.checkpoint_every_steps=2", steps=6)
     a, b = tmp_path / "a", tmp_path / "b"
     sim_of(cfg, a).run()
-    s = _DiesAfter(cfg, get_backend("numpy"), b, progress=False, n=3)
-    with pytest.raises(_Interrupted):
+    s = dies_after(cfg, get_backend("numpy"), b, progress=False, n=3)
+    with pytest.raises(dies_after.Interrupted):
         s.run()
     assert (b / CHECKPOINT).exists() and not (b / "profiles.csv").exists()
     with h5py.File(b / CHECKPOINT, "r") as f:

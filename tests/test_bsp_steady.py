@@ -178,24 +178,7 @@ def test_no_stop_during_the_ramp(converged, tmp_path):
     assert s["reached"] and 0.09 * (1 - 1e-9) <= s["t_reached_ps"] < 0.09 + 0.04
 
 
-class _Interrupted(RuntimeError):
-    pass
-
-
-class _DiesAfter(Simulation):
-    """Raises right after step ``n`` (as a killed job would stop)."""
-
-    def __init__(self, *a, n, **k):
-        super().__init__(*a, **k)
-        self.n = n
-
-    def step(self):
-        super().step()
-        if self.state.step == self.n:
-            raise _Interrupted
-
-
-def test_steady_continued_run_resumes_to_the_uninterrupted_result(converged, tmp_path):
+def test_steady_continued_run_resumes_to_the_uninterrupted_result(converged, tmp_path, dies_after):
     """A continued steady run killed after its checkpoint at step 40 (of 54) and resumed stops at
     the uninterrupted run's step with its scalars and run.json record, byte for byte: the monitor's
     window and the continuation source (read at step 0; here removed before the resume) are in
@@ -207,8 +190,8 @@ def test_steady_continued_run_resumes_to_the_uninterrupted_result(converged, tmp
     a, b = tmp_path / "a", tmp_path / "b"
     ra = sim_of(cfg, a).run()
     assert ra["summary"]["steady"]["reached"] and ra["summary"]["steps"] == 54
-    with pytest.raises(_Interrupted):
-        _DiesAfter(cfg, get_backend("numpy"), b, progress=False, n=41).run()
+    with pytest.raises(dies_after.Interrupted):
+        dies_after(cfg, get_backend("numpy"), b, progress=False, n=41).run()
     (src / FINAL_STATE).unlink()
     rb = sim_of(cfg, b).run(resume=True)
     assert (a / "scalars.csv").read_bytes() == (b / "scalars.csv").read_bytes()
