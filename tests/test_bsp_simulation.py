@@ -50,8 +50,12 @@ def _fields(path):
         return {k: f[k][...] for k in f if isinstance(f[k], h5py.Dataset)}
 
 
-def test_resume_after_interrupt_matches_uninterrupted_run(tmp_path, dies_after):
-    cfg = cfg_of("output.checkpoint_every_steps=2", steps=6)
+@pytest.mark.parametrize("newton", [(), ("numerics.iter_start=previous", "numerics.iter_stop=change")],
+                         ids=["defaults", "authors-newton"])
+def test_resume_after_interrupt_matches_uninterrupted_run(tmp_path, dies_after, newton):
+    # the defaults (iter_start extrapolate, iter_stop estimate): the checkpoint also carries the last
+    # step's V and the Newton contraction
+    cfg = cfg_of("output.checkpoint_every_steps=2", *newton, steps=6)
     a, b = tmp_path / "a", tmp_path / "b"
     sim_of(cfg, a).run()
     s = dies_after(cfg, get_backend("numpy"), b, progress=False, n=3)

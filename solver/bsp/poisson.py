@@ -4,7 +4,7 @@
 - INITCOND: homogeneous Neumann at x = 0, 1; 2-D Fermi-Dirac densities; start V = 1; tol 1e-12.
 - THERMEQUIL: Dirichlet V_b(z) at x = 0, 1; Boltzmann densities with one constant A; start V_b.
 - POTENTIAL: Dirichlet V_b at x = 0, V_b + V_DS at x = 1; densities rho from the BTE held fixed;
-  start: the previous V; tol 1e-6; Gummel fallback.
+  start: the previous V, or the caller's prediction (numerics.iter_start); tol 1e-6; Gummel fallback.
 
 Every Newton iteration solves, at the interior nodes (1 <= i <= NX-2, 1 <= j <= NZ-2),
 
@@ -19,7 +19,8 @@ every backend; natural ordering: with k = i NZ + j the matrix is block tridiagon
 NZ-blocks, i.e. banded, and the natural order keeps the band).  Then the eigenpairs and N are recomputed at the new iterate.
 
 Convergence: the L-inf and L2 (sqrt(dx dz sum over all nodes)) norms of the changes of V and N,
-all four below the tolerance.  Stagnation guard: when for 3 consecutive iterations none of the four
+all four below the tolerance (POTENTIAL with numerics.iter_stop = estimate: or the error left in the iterate,
+estimated from the ratio of consecutive changes, below half of it; converged_by_estimate).  Stagnation guard: when for 3 consecutive iterations none of the four
 norms reached a new minimum and all four are below 1e-10, the iteration stops and the result says
 so (``stagnated=True``, plus a warning).  No-progress guard: when the largest of the four norms has
 not halved within the last ``STALL_WINDOW`` iterations (a limit cycle or a crawl: with few
@@ -58,6 +59,9 @@ STALL_WINDOW = 25  # no-progress guard: the largest norm must halve within this 
 STALL_FACTOR = 0.5
 RELAXATION = (0.5, 0.25)  # INITCOND/THERMEQUIL retries with damped updates after a stall
 NORM_KEYS = ("dV_inf", "dV_l2", "dN_inf", "dN_l2")
+THETA_MAX = 0.1  # converged_by_estimate: only for iterations that shrink the change >= 10x each time
+THETA_MAX_AGE = 9  # ... with a ratio measured within the last 9 solves (3 steps), else one is measured
+ESTIMATE_SAFETY = 0.5  # ... and the estimated error below half the tolerance
 
 
 class ConvergenceError(RuntimeError):
@@ -72,7 +76,10 @@ class IterResult:
     that produced N (Fermi-Dirac for INITCOND, rho^eq for THERMEQUIL, the given BTE rho for
     POTENTIAL); N (NX, NZ) = 2 sum rho chi^2 at the final iterate; iterations: Newton (+ Gummel)
     updates; norms: the last {dV_inf, dV_l2, dN_inf, dN_l2}; history: norms per iteration;
-    method: 'newton' or 'gummel'; A: the THERMEQUIL constant (None otherwise).
+    method: 'newton' or 'gummel'; A: the THERMEQUIL constant (None otherwise); contraction: the
+    last measured ratio of two consecutive changes (the largest over the four norms), or the one
+    this solve started with when it measured none (numerics.iter_stop = estimate);
+    contraction_age: solves since it was measured (0: by this one).
     """
     problem: str
     V: object
@@ -90,6 +97,8 @@ class IterResult:
     gummel_iterations: int = 0
     stalled: bool = False
     omega: float = 1.0
+    contraction: float | None = None
+    contraction_age: int = 0
 
 
 def _phase(timer, name):
@@ -329,6 +338,17 @@ def norms(xp, model, V_new, V_old, N_new, N_old):
     return dict(zip(NORM_KEYS, vals.tolist()))
 
 
+def converged_by_estimate(nrm, contraction, tol) -> bool:
+    """The stopping test of Hairer & Wanner (Solving ODEs II, section IV.8) for a contracting
+    iteration: with theta the ratio of consecutive changes, the error left in the iterate is
+    about theta / (1 - theta) times its last change; True when that is below ESTIMATE_SAFETY x
+    ``tol`` for all four norms (theta < THETA_MAX only: a slow or diverging iteration waits for the change test)."""
+    if contraction is None or not contraction < THETA_MAX:
+        return False
+    f = contraction / (1.0 - contraction)
+    return all(f * v < ESTIMATE_SAFETY * tol for v in nrm.values())
+
+
 class _LinearSolveFailed(RuntimeError):
     """A failed linear solve or non-finite iterate; ``V`` is the last finite iterate."""
 
@@ -347,15 +367,18 @@ def _stalled(history) -> bool:
 
 
 def _newton_loop(model, backend, problem, V, sysm, bvals, rho_fn, drho_fn, tol, max_iter,
-                 timer, gummel=False, eigs=None, omega=1.0):
+                 timer, gummel=False, eigs=None, omega=1.0, levels=None, contraction=None, age=0):
     """Run Newton (or Gummel) updates from V; return an IterResult (converged or not) or raise
-    _LinearSolveFailed / FloatingPointError through the caller's handling."""
+    _LinearSolveFailed / FloatingPointError through the caller's handling.  ``eigs``: the
+    eigenpairs of V, if known; else they are computed, warm-started from ``levels`` if given.
+    ``contraction`` (numerics.iter_stop = estimate; None = off): the ratio of consecutive changes
+    to assume until this loop measures one, ``age`` solves old; see converged_by_estimate."""
     xp = backend.xp
     NX, NZ = model.NX, model.NZ
     ND = model.on(backend, "N_D")
     with _phase(timer, "eigen"):
         if eigs is None:
-            eps, chi = schrodinger.eigen(model, backend, V)
+            eps, chi = schrodinger.eigen(model, backend, V, levels)
         else:
             eps, chi = eigs
         rho = rho_fn(eps)
@@ -403,9 +426,13 @@ def _newton_loop(model, backend, problem, V, sysm, bvals, rho_fn, drho_fn, tol, 
         if not all(math.isfinite(v) for v in nrm.values()):
             raise _LinearSolveFailed(f"{problem}: non-finite norms in iteration {it}: {nrm}", V)
         V, N = V_new, N_new
-        if all(v < omega * tol for v in nrm.values()):
+        if contraction is not None and len(history) >= 2:
+            contraction = max(nrm[k] / history[-2][k] if history[-2][k] > 0 else 0.0 for k in NORM_KEYS)
+            age = 0
+        if all(v < omega * tol for v in nrm.values()) or converged_by_estimate(nrm, contraction, omega * tol):
             return IterResult(problem, V, eps, chi, rho, N, it, nrm, history, True, False,
-                              "gummel" if gummel else "newton", omega=omega)
+                              "gummel" if gummel else "newton", omega=omega, contraction=contraction,
+                              contraction_age=age)
         improved = False
         for k in NORM_KEYS:
             if nrm[k] < best[k]:
@@ -500,13 +527,16 @@ def thermequil(model, backend, V_b, timer=None, eps0=None) -> IterResult:
 
 
 def potential(model, backend, V_prev, rho, V_b, timer=None, state=None, tol=None,
-              max_iter=None, gummel_max_iter=None) -> IterResult:
+              max_iter=None, gummel_max_iter=None, V_start=None) -> IterResult:
     """POTENTIAL: densities ``rho`` (NX, 3, N_sbn) from the BTE held fixed; Dirichlet V_b(z) at
     x = 0 and V_b(z) + V_DS at x = 1; start ``V_prev``.  ``state``: optional previous IterResult
     whose eps/chi are the eigenpairs of ``V_prev`` (saves the first eigen solve).  Newton up to
     ``max_iter_potential`` iterations, then (or on a failed solve / non-finite values) Gummel from
     the current iterate (at most ``gummel_max_iter``, default ``max_iter_potential``, updates);
-    ConvergenceError if that fails too.  ``tol``/``max_iter`` override the config values."""
+    ConvergenceError if that fails too.  ``tol``/``max_iter`` override the config values.
+    ``V_start``: a prediction of the solution to start from instead of ``V_prev`` (Newton and its
+    damped restarts; numerics.iter_start); its eigenpairs are computed, warm-started from the
+    levels of ``state``."""
     xp = backend.xp
     nm = model.cfg["numerics"]
     tol = nm["tol_potential"] if tol is None else tol
@@ -516,18 +546,26 @@ def potential(model, backend, V_prev, rho, V_b, timer=None, state=None, tol=None
     sysm = _system(model, "dirichlet")
     bvals = sysm.boundary_values(model, V_b_h, V_b_h + model.V_DS)
     rho = backend.asarray(rho)
-    V = backend.asarray(V_prev)
-    eigs = (state.eps, state.chi) if state is not None else None
+    V0 = backend.asarray(V_prev if V_start is None else V_start)
+    V = V0
+    eigs = (state.eps, state.chi) if state is not None and V_start is None else None
+    levels = state.eps if state is not None and V_start is not None else None
+    contraction, age = None, 0
+    if nm["iter_stop"] == "estimate":  # as the previous solve left it; 1.0 (no stop by estimate) = measure one
+        contraction = 1.0
+        if state is not None and state.contraction is not None and state.contraction_age < THETA_MAX_AGE:
+            contraction, age = state.contraction, state.contraction_age + 1
     rho_fn = lambda e: rho  # noqa: E731
     reason = None
     n_newton = 0
-    for omega in (1.0,) + RELAXATION:  # damped restarts from V_prev only after a stall
+    for omega in (1.0,) + RELAXATION:  # damped restarts from the start only after a stall
         try:
-            res = _newton_loop(model, backend, "POTENTIAL", backend.asarray(V_prev), sysm, bvals, rho_fn, None,
-                               tol, max_iter, timer, eigs=eigs, omega=omega)
+            res = _newton_loop(model, backend, "POTENTIAL", V0, sysm, bvals, rho_fn, None,
+                               tol, max_iter, timer, eigs=eigs, omega=omega, levels=levels,
+                               contraction=contraction, age=age)
         except _LinearSolveFailed as exc:
             reason = str(exc)
-            V = exc.V if exc.V is not None else backend.asarray(V_prev)  # the last finite iterate
+            V = exc.V if exc.V is not None else V0  # the last finite iterate
             break
         n_newton += res.iterations
         if res.converged:

@@ -148,6 +148,8 @@ class Simulation:
             self._ramp_bias(st.t + dt)
         Phi0 = st.Phi
         Phi = Phi0
+        V_n = st.V
+        stage_V = []
         newton = 0
         with tm.phase("step"):
             for s in range(3):
@@ -167,13 +169,15 @@ class Simulation:
                 with tm.phase("ITER"):
                     try:
                         res = poisson.potential(m, be, st.V, st.rho, self.eq.V_b, timer=tm,
-                                                state=getattr(self, "_iter", None))
+                                                state=getattr(self, "_iter", None),
+                                                V_start=self._iter_start(s, V_n, stage_V, dt))
                     except poisson.ConvergenceError as exc:
                         raise self._fault(s, "ITER", f"Newton failed ({exc})") from None
                     if not math.isfinite(float(xp.sum(res.V))):
                         raise self._fault(s, "ITER", "the potential V holds NaN or Inf")
                     self._iter = res
                     st.V, st.eps, st.chi, st.N = res.V, res.eps, res.chi, res.N
+                    stage_V.append(res.V)
                     newton += int(res.iterations)
                     with tm.phase("deps_dx"):
                         st.deps_dx = schrodinger.deps_dx(m, st.eps)
@@ -182,8 +186,44 @@ class Simulation:
         st.t += dt
         st.newton_iterations = newton
         self._last_dt = dt
+        # V^n and V^(1) of this step for the next step's predictions: POTENTIAL solutions only
+        self._V_last = (V_n, stage_V[0]) if st.step > 1 else None
         step_times = tm.end_step()
         self._timer_rows.extend({"step": st.step, "phase": k, "seconds": v} for k, v in step_times.items())
+
+    def _iter_start(self, s: int, V_n, stage_V: list, dt: float):
+        """numerics.iter_start = extrapolate: the start of RK stage ``s``'s POTENTIAL Newton,
+        predicted from this step's stages and the last step's (docs/performance-iter-start.md).
+        With V taken affine in the BTE state u over a step, V' = dV/dt along the flow, and
+        TVD-RK3's stages u^(1) = u^n + dt L(u^n), u^(2) = 3/4 u^n + 1/4 (u^(1) + dt L(u^(1))),
+        u^(3) = 1/3 u^n + 2/3 (u^(2) + dt L(u^(2))):
+
+            V^(1) = V^n + dt V'(t_n),  V'(t_n) ~ 2 (V^n - V^(n-1)) / dt_o - V'(t_(n-1))
+            V^(2) = (V^n + V^(1)) / 2 + dt^2 / 4 V''
+            V^(3) = 2/3 (V^(1) + V^(2)) - 1/3 V^n + dt^2 / 3 V''
+
+        with V'(t_(n-1)) = (V^(1)_o - V^(n-1)) / dt_o and V'(t_n) = (V^(1) - V^n) / dt from the
+        stages, V'' = (V'(t_n) - V'(t_(n-1))) / dt_o; "o" is the last step.  Without a last step
+        stage 1 keeps the reference start and stages 2-3 drop the V'' terms.  None (start from the
+        last stage's V, the reference) for numerics.iter_start = previous, and on the first step
+        (V^n is then the equilibrium: THERMEQUIL's, or a continuation source's at another bias)."""
+        if self.cfg["numerics"]["iter_start"] == "previous" or self.state.step < 1:
+            return None
+        last = getattr(self, "_V_last", None)
+        if last is not None:
+            dt_o = self._last_dt
+            d_o = (last[1] - last[0]) / dt_o
+        if s == 0:
+            return None if last is None else V_n + dt * (2.0 * (V_n - last[0]) / dt_o - d_o)
+        V1 = stage_V[0]
+        if s == 1:
+            V = 0.5 * (V_n + V1)
+        else:
+            V = (2.0 / 3.0) * (V1 + stage_V[1]) - (1.0 / 3.0) * V_n
+        if last is not None:
+            V2nd = ((V1 - V_n) / dt - d_o) / dt_o
+            V = V + (dt * dt / (4.0 if s == 1 else 3.0)) * V2nd
+        return V
 
     # ------------------------------------------------------------------ faults
     def _check_density(self, st: State, stage: int) -> None:
@@ -297,6 +337,12 @@ class Simulation:
                 for k in ("step", "t", "A_eps", "newton_iterations"):
                     f.attrs[k] = getattr(st, k)
                 f.attrs["last_dt"] = getattr(self, "_last_dt", 0.0)
+                if self.cfg["numerics"]["iter_start"] == "extrapolate" and getattr(self, "_V_last", None) is not None:
+                    f.create_dataset("V_last", data=np.stack([be.to_numpy(v) for v in self._V_last]))
+                it = getattr(self, "_iter", None)
+                if it is not None and it.contraction is not None:  # numerics.iter_stop = estimate
+                    f.attrs["iter_contraction"] = it.contraction
+                    f.attrs["iter_contraction_age"] = it.contraction_age
                 f.attrs["A"] = eq.A
                 f.attrs["initcond_iterations"] = eq.initcond_iterations
                 f.attrs["thermequil_iterations"] = eq.thermequil_iterations
@@ -339,6 +385,11 @@ class Simulation:
             self._adopt_state(f, step=int(f.attrs["step"]), t=float(f.attrs["t"]),
                               newton_iterations=int(f.attrs["newton_iterations"]))
             self._last_dt = float(f.attrs["last_dt"])
+            if "V_last" in f:  # the Newton start of the next step's first stage, as uninterrupted
+                self._V_last = tuple(be.asarray(v) for v in f["V_last"][...])
+            if "iter_contraction" in f.attrs:
+                self._iter.contraction = float(f.attrs["iter_contraction"])
+                self._iter.contraction_age = int(f.attrs["iter_contraction_age"])
             self.eq = Equilibrium(V_b=be.asarray(f["V_b"][...]), rho_eq=be.asarray(f["rho_eq"][...]),
                                   A=float(f.attrs["A"]), initcond_iterations=int(f.attrs["initcond_iterations"]),
                                   thermequil_iterations=int(f.attrs["thermequil_iterations"]))
