@@ -28,8 +28,8 @@ def rel(a, b):
 
 
 def test_phases_are_the_papers_names():
-    assert kernels.PHASES == ("WENO_x", "WENO_w", "WENO_phi", "scat_gain", "scat_loss", "RK", "RK_wphi", "RK_xwphi",
-                              "eigen", "Frechet", "construct_linsys", "solve_linsys", "newton_rhs", "newton_norms")
+    assert kernels.PHASES == ("WENO_x", "WENO_w", "WENO_phi", "scat_gain", "scat_loss", "RK", "RK_wphi", "eigen",
+                              "Frechet", "construct_linsys", "solve_linsys", "newton_rhs", "newton_norms")
     with pytest.raises(KeyError, match="no BSP phase 'gain'"):
         kernels.lookup(model(), NP_BE, "gain")
 
@@ -47,8 +47,7 @@ def test_numba_table():
     m, ma = model(), model("numerics.kernels=array")
     assert kernels.REGISTRY.table("numba") == {"WENO_x": nweno.weno_x, "WENO_w": nweno.weno_w,
                                                "WENO_phi": nweno.weno_phi, "scat_gain": scattering.scat_gain,
-                                               "scat_loss": scattering.scat_loss, "RK": rk.rk_update, "RK_wphi": rk.stage_update,
-                                               "RK_xwphi": rk.stage_update_x, "eigen": niter.eigen,
+                                               "scat_loss": scattering.scat_loss, "RK": rk.rk_update, "RK_wphi": rk.stage_update, "eigen": niter.eigen,
                                                "Frechet": niter.frechet, "construct_linsys": niter.construct_linsys,
                                                "solve_linsys": niter.solve_linsys, "newton_rhs": niter.newton_rhs,
                                                "newton_norms": niter.newton_norms}
@@ -58,7 +57,7 @@ def test_numba_table():
 
 
 def test_cupy_table_behind_a_stand_in(emulated_cuda):
-    assert set(emulated_cuda.TABLE) == set(kernels.PHASES) - {"RK_xwphi"}  # the x term fused: numba only
+    assert set(emulated_cuda.TABLE) == set(kernels.PHASES)
     assert emulated_cuda.TABLE["solve_linsys"] is emulated_cuda.newton.solve_linsys
     assert emulated_cuda.TABLE["eigen"] is emulated_cuda.eigen.eigen
     assert emulated_cuda.TABLE["Frechet"] is emulated_cuda.frechet.frechet
@@ -175,16 +174,15 @@ def test_implementations_numba():
     be = get_backend("numba", threads=2)
     impl = kernels.implementations(model(), be)
     assert list(impl) == list(kernels.PHASES)
-    for p in ("scat_gain", "scat_loss"):
+    for p in ("WENO_x", "scat_gain", "scat_loss"):
         assert impl[p].startswith("solver.bsp.kernels.numba."), impl[p]
     assert impl["eigen"] == "solver.bsp.kernels.numba.iter.eigen"  # no variant key on the CPU
-    for p in ("WENO_x", "WENO_w", "WENO_phi", "RK", "RK_wphi"):  # bte.advance calls the fused stage instead
-        assert impl[p] == "inside RK_xwphi", (p, impl[p])
+    for p in ("WENO_w", "WENO_phi", "RK"):  # bte.advance calls the fused stage instead
+        assert impl[p] == "inside RK_wphi", (p, impl[p])
     exact = kernels.implementations(model("numerics.bte_kernels=exact"), be)
     assert exact["WENO_w"] == "solver.bsp.kernels.numba.weno.weno_w"  # no RK fast path: the WENO kernels apart
     assert exact["RK"] == "solver.bsp.bte.rk3_combine"
-    assert impl["RK_xwphi"] == "solver.bsp.kernels.numba.rk.stage_update_x [numerics.bte_kernels=fast]"  # x + w + phi + RK
-    assert exact["WENO_x"] == "solver.bsp.kernels.numba.weno.weno_x" and exact["RK_xwphi"] == "solver.bsp.bte.stage_update_x"
+    assert impl["RK_wphi"] == "solver.bsp.kernels.numba.rk.stage_update [numerics.bte_kernels=fast]"  # w + phi + RK
     assert kernels.implementations(model("numerics.kernels=array"), be) == kernels.REFERENCE
 
 

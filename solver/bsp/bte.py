@@ -14,8 +14,7 @@
 numerics.bte_kernels fast) H is never formed: the terms G, Lc and the three WENO terms go to one
 kernel that writes Phi^{s+1} and its densities (DENS); ``rk_update`` is that path's reference.
 With the fused fast path RK_wphi (cupy) the same kernel also forms the w and phi terms, so the
-phases WENO_w and WENO_phi run inside ``RK``; ``stage_update`` is its reference.  RK_xwphi (numba)
-also forms the x term (WENO_x inside ``RK`` too); ``stage_update_x`` is its reference.
+phases WENO_w and WENO_phi run inside ``RK``; ``stage_update`` is its reference.
 """
 from __future__ import annotations
 
@@ -107,22 +106,16 @@ def rhs(model, backend, Phi, sd: StageData, timer=None, dx=None):
     return out
 
 
-def scattering_parts(model, backend, sd: StageData, timer=None):
-    """(G, Lc) of the stage (phases scat_gain, scat_loss); (None, None) without scattering."""
-    if not _scattering_on(model, sd):
-        return None, None
-    with _phase(timer, "scat_gain"):
-        G = _scat.scat_gain(model, backend, sd.PhiHat, sd.eps, sd.W, sd.mechanisms)
-    with _phase(timer, "scat_loss"):
-        Lc = _scat.scat_loss(model, backend, sd.eps, sd.W, sd.mechanisms)
-    return G, Lc
-
-
 def rhs_parts(model, backend, Phi, sd: StageData, timer=None, dx=None, w_phi=True):
     """The parts of H, for the RK fast path: (G, Lc, (x, w, phi terms)); G and Lc are None
     without scattering.  Phases and ``dx`` as ``rhs``.  ``w_phi=False`` (the fused kernel forms
     the w and phi terms itself): (G, Lc, x term)."""
-    G, Lc = scattering_parts(model, backend, sd, timer)
+    G = Lc = None
+    if _scattering_on(model, sd):
+        with _phase(timer, "scat_gain"):
+            G = _scat.scat_gain(model, backend, sd.PhiHat, sd.eps, sd.W, sd.mechanisms)
+        with _phase(timer, "scat_loss"):
+            Lc = _scat.scat_loss(model, backend, sd.eps, sd.W, sd.mechanisms)
     with _phase(timer, "WENO_x") if dx is None else nullcontext():
         tx = x_term(model, backend, Phi, sd) if dx is None else dx
     if not w_phi:
@@ -143,12 +136,6 @@ def advance(model, backend, s, Phi0, Phi, sd: StageData, dt, timer=None, dx=None
         L = rhs(model, backend, Phi, sd, timer=timer, dx=dx)
         with _phase(timer, "RK"):
             return rk3_combine(s, Phi0, Phi, L, dt), None
-    fused_x = _kernels.lookup(model, backend, "RK_xwphi") if dx is None else None
-    if fused_x is not None:
-        G, Lc = scattering_parts(model, backend, sd, timer)
-        with _phase(timer, "RK"):
-            Phi1, rho, PhiHat = fused_x(model, backend, s, Phi0, Phi, G, Lc, sd, dt)
-        return Phi1, (rho, PhiHat)
     fused = _kernels.lookup(model, backend, "RK_wphi")
     if fused is not None:
         G, Lc, tx = rhs_parts(model, backend, Phi, sd, timer=timer, dx=dx, w_phi=False)
@@ -166,12 +153,6 @@ def stage_update(model, backend, s, Phi0, Phi, G, Lc, tx, deps_dx, A_eps, dt):
     then ``rk_update`` with the x term ``tx``: (Phi^{s+1}, rho, PhiHat)."""
     terms = (tx, weno.weno_w(model, backend, Phi, deps_dx), weno.weno_phi(model, backend, Phi, deps_dx, A_eps))
     return rk_update(model, backend, s, Phi0, Phi, G, Lc, terms, dt)
-
-
-def stage_update_x(model, backend, s, Phi0, Phi, G, Lc, sd: StageData, dt):
-    """Reference of the fused stage kernel with the x term (phase key RK_xwphi): ``stage_update``
-    with the x term ``x_term`` of Phi and the stage."""
-    return stage_update(model, backend, s, Phi0, Phi, G, Lc, x_term(model, backend, Phi, sd), sd.deps_dx, sd.A_eps, dt)
 
 
 def rk_update(model, backend, s, Phi0, Phi, G, Lc, terms, dt):

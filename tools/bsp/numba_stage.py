@@ -1,11 +1,8 @@
-"""per-stage BTE fast paths through their wrappers (fresh outputs as in a run), CPU time at 1 thread.
-
-    python tools/bsp/numba_stage.py [NX] [threads] [names...]   (x+stage_fused: WENO_x then RK_wphi;
-    stage_x_fused: RK_xwphi, the x term inside the pass)"""
+"""per-stage BTE fast paths through their wrappers (fresh outputs as in a run), CPU time, 1 thread"""
 import sys, time, numpy as np
 from solver.backend import get_backend
 from solver.bsp.model import Model, load
-from solver.bsp import bte, dens, scattering
+from solver.bsp import dens, scattering
 from solver.bsp.kernels.numba import TABLE as T, rk as RKM
 NX = int(sys.argv[1]) if len(sys.argv) > 1 else 65
 thr = int(sys.argv[2]) if len(sys.argv) > 2 else 1
@@ -26,7 +23,6 @@ rho_eq = rho * (0.5 + rng.random(rho.shape))
 tx = T["WENO_x"](m, be, Phi, rho_eq[0], rho_eq[-1], rho[0], rho[-1])
 tw = T["WENO_w"](m, be, Phi, deps); tp = T["WENO_phi"](m, be, Phi, deps, A)
 G = T["scat_gain"](m, be, PhiHat, eps, W); Lc = T["scat_loss"](m, be, eps, W)
-sd = bte.StageData(eps=eps, deps_dx=deps, W=W, PhiHat=PhiHat, rho=rho, rho_eq=rho_eq, A_eps=A)
 calls = {
  "WENO_x": lambda: T["WENO_x"](m, be, Phi, rho_eq[0], rho_eq[-1], rho[0], rho[-1]),
  "WENO_w": lambda: T["WENO_w"](m, be, Phi, deps),
@@ -36,8 +32,6 @@ calls = {
  "RK": lambda: T["RK"](m, be, 1, Phi0, Phi, G, Lc, (tx, tw, tp), 1e-3),
  "w+phi+RK": lambda: T["RK"](m, be, 1, Phi0, Phi, G, Lc, (tx, T["WENO_w"](m, be, Phi, deps), T["WENO_phi"](m, be, Phi, deps, A)), 1e-3),
  "stage_fused": lambda: RKM.stage_update(m, be, 1, Phi0, Phi, G, Lc, tx, deps, A, 1e-3),
- "x+stage_fused": lambda: RKM.stage_update(m, be, 1, Phi0, Phi, G, Lc, calls["WENO_x"](), deps, A, 1e-3),
- "stage_x_fused": lambda: RKM.stage_update_x(m, be, 1, Phi0, Phi, G, Lc, sd, 1e-3),
 }
 only = [a for a in sys.argv[3:] if not a.startswith("-")]
 tot = 0
@@ -47,5 +41,5 @@ for k, f in calls.items():
     for _ in range(5):
         t = clock(); r = f(); ts.append(clock() - t); del r
     ts.sort(); tot += ts[2] if k in ("WENO_x", "WENO_w", "WENO_phi", "scat_gain", "scat_loss", "RK") else 0
-    print(f"{k:13s} NX={NX} t={thr}: median {ts[2]*1e3:8.2f} ms (min {ts[0]*1e3:.2f}, max {ts[-1]*1e3:.2f})", flush=True)
+    print(f"{k:10s} NX={NX} t={thr}: median {ts[2]*1e3:8.2f} ms (min {ts[0]*1e3:.2f}, max {ts[-1]*1e3:.2f})", flush=True)
 print(f"sum {tot*1e3:.1f} ms per stage")

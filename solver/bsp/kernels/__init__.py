@@ -25,8 +25,6 @@ and DENS) exists in the cupy table (agrees with the reference to 1e-12) and the 
 formed by bte.rhs + bte.rk3_combine and DENS as before.  ``RK_wphi`` (cupy and numba, also
 ``numerics.bte_kernels: fast``) is RK with the WENO w and phi terms formed in the same kernel
 (reference bte.stage_update); where it exists bte.advance uses it instead of WENO_w + WENO_phi + RK.
-``RK_xwphi`` (numba, ``numerics.bte_kernels: fast``) also forms the WENO x term (reference
-bte.stage_update_x) and then replaces WENO_x too (not with a precomputed x term: cupy's overlap).
 
 One variant is array code and so runs on every backend: ``numerics.linsys: batched_cr``
 (solver/bsp/blocktri_batched.py, block cyclic reduction over batched LU / GEMM).  Set explicitly,
@@ -46,7 +44,6 @@ REFERENCE = {
     "scat_loss": "solver.bsp.scattering.scat_loss",
     "RK": "solver.bsp.bte.rk3_combine",  # without the fast path: rhs + rk3_combine, DENS apart
     "RK_wphi": "solver.bsp.bte.stage_update",  # RK with the WENO w and phi terms in one kernel
-    "RK_xwphi": "solver.bsp.bte.stage_update_x",  # RK_wphi with the WENO x term too (numba)
     "eigen": "solver.bsp.schrodinger.eigen",
     "Frechet": "solver.bsp.poisson.frechet",
     "construct_linsys": "solver.bsp.poisson.construct_linsys",
@@ -55,7 +52,7 @@ REFERENCE = {
     "newton_norms": "solver.bsp.poisson.norms",
 }
 PHASES = tuple(REFERENCE)
-FAST_ONLY = frozenset({"RK", "RK_wphi", "RK_xwphi"})  # fast paths that run only with numerics.bte_kernels: fast
+FAST_ONLY = frozenset({"RK", "RK_wphi"})  # fast paths that run only with numerics.bte_kernels: fast
 BTE_VARIANT_PHASES = ("WENO_x", "WENO_w", "WENO_phi", "RK", "RK_wphi")  # cupy kernels chosen by numerics.bte_kernels
 
 
@@ -166,7 +163,6 @@ def _variant(model, backend, name: str) -> str | None:
 
 
 FUSED_INTO_RK_WPHI = ("WENO_w", "WENO_phi", "RK")  # phases bte.advance skips where RK_wphi has a fast path
-FUSED_INTO_RK_XWPHI = ("WENO_x", "WENO_w", "WENO_phi", "RK", "RK_wphi")  # the same where RK_xwphi has one
 
 
 def implementations(model, backend) -> dict:
@@ -182,8 +178,6 @@ def implementations(model, backend) -> dict:
         desc = REGISTRY.describe(fast)
         variant = _variant(model, backend, name)
         out[name] = desc if variant is None else f"{desc} [{variant}]"
-    if lookup(model, backend, "RK_xwphi") is not None:
-        out.update(dict.fromkeys(FUSED_INTO_RK_XWPHI, "inside RK_xwphi"))
-    elif lookup(model, backend, "RK_wphi") is not None:
+    if lookup(model, backend, "RK_wphi") is not None:
         out.update(dict.fromkeys(FUSED_INTO_RK_WPHI, "inside RK_wphi"))
     return out

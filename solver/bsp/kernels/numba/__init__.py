@@ -5,8 +5,7 @@ needs numba (ModuleNotFoundError otherwise: the phases stay on the array referen
     weno.py        WENO_x, WENO_w, WENO_phi
     scattering.py  scat_gain, scat_loss
     rk.py          RK (the stage update fused with the loss product, the sum of the terms and DENS);
-                   stage_update = RK_wphi (also the w and phi terms in the same pass),
-                   stage_update_x = RK_xwphi (also the x term: one pass over Phi per stage)
+                   stage_update = RK_wphi (also the w and phi terms in the same pass)
     iter.py        eigen, Frechet, construct_linsys, solve_linsys, newton_rhs, newton_norms (ITER)
 
 Kernels are compiled on first use (``cache=True``: later processes load them from __pycache__).
@@ -23,7 +22,6 @@ TABLE = {
     "scat_loss": scattering.scat_loss,
     "RK": rk.rk_update,
     "RK_wphi": rk.stage_update,
-    "RK_xwphi": rk.stage_update_x,
     "eigen": iter_.eigen,
     "Frechet": iter_.frechet,
     "construct_linsys": iter_.construct_linsys,
