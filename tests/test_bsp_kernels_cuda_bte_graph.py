@@ -166,6 +166,7 @@ def test_gpu_graph_fault_check_sees_nan(cupy_backend, tmp_path):
                       "numerics.backend=cupy", "time.steps=4", "time.t_end_ps=null",
                       "output.checkpoint_every_steps=0", "output.progress=false"])
     sim = Simulation(cfg, cupy_backend, None, progress=False)
+    sim._timer_rows = []  # as Simulation.run
     sim.startup()
     sim.step()
     sim.state.Phi[3, 0, 0, 5, 2] = float("nan")

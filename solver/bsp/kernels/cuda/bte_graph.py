@@ -87,7 +87,7 @@ class StageGraph:
             self.dens = [(f(NX, NV, NS), f(NX, NV, NS, NW)) for _ in range(2)]  # (rho, PhiHat)
             self.tx, self.G, self.Lc = f(*shape), f(NX, NV, NS, NW), f(NX, NV, NS, NW)
             self.eps, self.deps, self.W = f(NX, NV, NS), f(NX, NV, NS), f(NX, NV, NS, NV, NS)
-            self.rho_eq = f(2, NV, NS)
+            self.rho_eq = f(NX, NV, NS)
             self.scal = f(2)  # (alpha, dt) on the device
         self._pinned = cp.cuda.alloc_pinned_memory(16)
         self.host = np.frombuffer(self._pinned, dtype=np.float64, count=2)
@@ -119,8 +119,7 @@ class StageGraph:
         if dx is not None:
             _put(self.tx, dx)
         elif not sd.closed:
-            _put(self.rho_eq[0], sd.rho_eq[0])
-            _put(self.rho_eq[1], sd.rho_eq[-1])
+            _put(self.rho_eq, sd.rho_eq)
         self._done.synchronize()  # the previous replay has copied its scalars
         self.host[0] = float(sd.A_eps * model.A3)  # as weno.weno_phi forms alpha
         self.host[1] = dt
@@ -143,7 +142,7 @@ class StageGraph:
         s, ip, i0, io, idn, scat, closed, dx_given, _ = key
         rho, PhiHat = self.dens[idn]
         if not dx_given:
-            r = None if closed else (self.rho_eq[0], self.rho_eq[1], rho[0], rho[-1])
+            r = None if closed else (self.rho_eq[0], self.rho_eq[-1], rho[0], rho[-1])
             weno.x_into(model, backend, self.phi[ip], r, self.tx)
         G = Lc = None
         if scat:

@@ -40,7 +40,7 @@ def rk_update(model, backend, s, Phi0, Phi, G, Lc, terms, dt):
     NX, NV, NS, NW, NPHI = P.shape
     tx, tw, tp = (f64(cp, t) for t in terms)
     c, c0 = _bte.RK3[s]
-    dummy = weno._dummy(model)
+    dummy = weno._dummy()
     scat = G is not None
     Gc, Lcc = (f64(cp, G), f64(cp, Lc)) if scat else (dummy, dummy)
     P0 = f64(cp, Phi0) if s > 0 else dummy
@@ -110,7 +110,7 @@ def stage_into(model, backend, s, P0, P, Gc, Lcc, tx, deps, out, rho, PhiHat, al
     NX, NV, NS, NW, NPHI = P.shape
     rows = rows_per_block(NW, NPHI)
     c, c0 = _bte.RK3[s]
-    dummy = weno._dummy(model)
+    dummy = weno._dummy()
     scat = Gc is not None
     a1 = f64(cp, model.on(backend, "a1"))
     a3f = f64(cp, model.on(backend, "a3_factor"))

@@ -17,6 +17,8 @@ per face.  Only float64 is computed; other dtypes are converted and the result c
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 import cupy as cp
@@ -82,7 +84,7 @@ def x_into(model, backend, P, r, out, eps=None):
     flags = _x_flags(model)
     closed = r is None
     if closed:
-        dummy = _dummy(model)
+        dummy = _dummy()
         r = (dummy, dummy, dummy, dummy)
     nline = NV * NS * NW * NPHI
     seg, nseg = _segments(nline, NX)
@@ -91,13 +93,11 @@ def x_into(model, backend, P, r, out, eps=None):
         np.int32(seg), np.int32(nseg), np.float64(eps), np.float64(1.0 / model.dx)))
 
 
-def _dummy(model):
-    """A one-value device array for the pointer arguments a launch does not read (cached)."""
-    key = ("cuda.weno", "dummy")
-    cache = model.device_cache
-    if key not in cache:
-        cache[key] = cp.zeros(1, dtype=cp.float64)
-    return cache[key]
+@functools.cache
+def _dummy():
+    """A one-value device array for the pointer arguments a launch does not read (one per process;
+    a captured graph of bte_graph.py holds its address)."""
+    return cp.zeros(1, dtype=cp.float64)
 
 
 def weno_w(model, backend, Phi, deps_dx, eps=None):
