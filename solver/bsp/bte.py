@@ -14,7 +14,10 @@
 numerics.bte_kernels fast) H is never formed: the terms G, Lc and the three WENO terms go to one
 kernel that writes Phi^{s+1} and its densities (DENS); ``rk_update`` is that path's reference.
 With the fused fast path RK_wphi (cupy) the same kernel also forms the w and phi terms, so the
-phases WENO_w and WENO_phi run inside ``RK``; ``stage_update`` is its reference.
+phases WENO_w and WENO_phi run inside ``RK``; ``stage_update`` is its reference.  With
+numerics.bte_graph (cupy, default true; ``graphed``) the whole stage (scat_gain, scat_loss, WENO_x
+and the fused kernel) is one replay of a CUDA graph, timed as ``RK``, on the graph's buffers: the
+Phi, rho and PhiHat it returns stay valid until two stages later (kernels/cuda/bte_graph.py).
 """
 from __future__ import annotations
 
@@ -137,6 +140,13 @@ def advance(model, backend, s, Phi0, Phi, sd: StageData, dt, timer=None, dx=None
         with _phase(timer, "RK"):
             return rk3_combine(s, Phi0, Phi, L, dt), None
     fused = _kernels.lookup(model, backend, "RK_wphi")
+    if fused is not None and graphed(model, backend):
+        from solver.bsp.kernels.cuda import bte_graph
+        if bte_graph.usable(Phi):
+            with _phase(timer, "RK"):
+                Phi1, rho, PhiHat = bte_graph.stage(model, backend, s, Phi0, Phi, sd, dt, _scattering_on(model, sd),
+                                                    dx=dx)
+            return Phi1, (rho, PhiHat)
     if fused is not None:
         G, Lc, tx = rhs_parts(model, backend, Phi, sd, timer=timer, dx=dx, w_phi=False)
         with _phase(timer, "RK"):
@@ -146,6 +156,13 @@ def advance(model, backend, s, Phi0, Phi, sd: StageData, dt, timer=None, dx=None
     with _phase(timer, "RK"):
         Phi1, rho, PhiHat = fast(model, backend, s, Phi0, Phi, G, Lc, terms, dt)
     return Phi1, (rho, PhiHat)
+
+
+def graphed(model, backend) -> bool:
+    """numerics.bte_graph (default true) where the fused stage runs (cupy, numerics.bte_kernels fast):
+    the stage replayed from a CUDA graph (solver/bsp/kernels/cuda/bte_graph.py) and W by one kernel."""
+    return (backend.name == "cupy" and bool(model.cfg.get("numerics", {}).get("bte_graph", True))
+            and _kernels.lookup(model, backend, "RK_wphi") is not None)
 
 
 def stage_update(model, backend, s, Phi0, Phi, G, Lc, tx, deps_dx, A_eps, dt):

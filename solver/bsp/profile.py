@@ -614,6 +614,7 @@ NCU_KERNELS = {
     # paper kernel does the same work
     "bsp_wphi_rk": ("BTE", "WENO_w+WENO_phi+RK (+ DENS), fused", "", None),
     "bsp_rho": ("DENS", "DENS", "cuda_pdftilde", 6),
+    "bsp_overlap": ("BTE", "overlap", "", None),  # W with numerics.bte_graph (CuPy's matmul without)
     "eigenvalues_nr": ("ITER", "eigen", "cuda_eigenvalues_NR", None),
     "eigenvalues": ("ITER", "eigen", "cuda_eigenvalues_NR", None),
     "ipim_a": ("ITER", "eigen", "cuda_tridiag_Thomas", None),

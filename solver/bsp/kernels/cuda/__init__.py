@@ -8,7 +8,9 @@ phases stay on the array reference).
                                            sum of the terms and DENS; numerics.bte_kernels: fast);
                                            RK_wphi (the same with the WENO w and phi terms, kernel
                                            bsp_wphi_rk of weno.cu)
-    scattering.py  + scattering.cu         scat_gain, scat_loss
+    scattering.py  + scattering.cu         scat_gain, scat_loss (and W by bsp_overlap with numerics.bte_graph)
+    bte_graph.py                           numerics.bte_graph: the whole stage (WENO_x, gain, loss, RK_wphi)
+                                           replayed from a CUDA graph (bte.advance; not a TABLE entry)
     eigen.py       + eigen.cu, eigen_nr.cu eigen (kernels eigenvalues / eigenvalues_nr, variant numerics.eigen;
                                            ipim, variant numerics.ipim)
     frechet.py     + frechet.cu            Frechet

@@ -40,7 +40,7 @@ def rk_update(model, backend, s, Phi0, Phi, G, Lc, terms, dt):
     NX, NV, NS, NW, NPHI = P.shape
     tx, tw, tp = (f64(cp, t) for t in terms)
     c, c0 = _bte.RK3[s]
-    dummy = cp.zeros(1, dtype=cp.float64)
+    dummy = weno._dummy()
     scat = G is not None
     Gc, Lcc = (f64(cp, G), f64(cp, Lc)) if scat else (dummy, dummy)
     P0 = f64(cp, Phi0) if s > 0 else dummy
@@ -61,11 +61,16 @@ def rk_update(model, backend, s, Phi0, Phi, G, Lc, terms, dt):
 
 def _finish(model, Phi, out, PhiHat, rho, lines):
     """rho = dw sum_l PhiHat (bsp_rho) and the results in Phi's dtype."""
-    NX, NV, NS, NW, NPHI = out.shape
+    _rho(model, PhiHat, rho, out.shape[-1], lines)
+    return out.astype(Phi.dtype, copy=False), rho.astype(Phi.dtype, copy=False), PhiHat.astype(Phi.dtype, copy=False)
+
+
+def _rho(model, PhiHat, rho, NPHI, lines):
+    """rho = dw sum_l PhiHat, one launch of bsp_rho (of the rk.cu build for NPHI and lines)."""
+    NX, NV, NS, NW = PhiHat.shape
     nrow = NX * NV * NS
     fr = _build.function(SOURCE, "bsp_rho", OPTIONS, {"NPHI_": NPHI, "LINES": lines})
     _build.launch(fr, nrow, RHO_BLOCK, (PhiHat, rho, np.int32(nrow), np.int32(NW), np.float64(model.dw)))
-    return out.astype(Phi.dtype, copy=False), rho.astype(Phi.dtype, copy=False), PhiHat.astype(Phi.dtype, copy=False)
 
 
 def rows_per_block(NW, NPHI):
@@ -84,26 +89,38 @@ def stage_update(model, backend, s, Phi0, Phi, G, Lc, tx, deps_dx, A_eps, dt):
     Phi formed in the same kernel (H = G - Lc Phi - (tx + w + phi terms))."""
     P = f64(cp, Phi)
     NX, NV, NS, NW, NPHI = P.shape
-    rows = rows_per_block(NW, NPHI)
-    if rows == 0:  # a phi line too long for the tile: the separate kernels
+    if rows_per_block(NW, NPHI) == 0:  # a phi line too long for the tile: the separate kernels
         terms = (tx, weno.weno_w(model, backend, Phi, deps_dx), weno.weno_phi(model, backend, Phi, deps_dx, A_eps))
         return rk_update(model, backend, s, Phi0, Phi, G, Lc, terms, dt)
-    c, c0 = _bte.RK3[s]
-    dummy = cp.zeros(1, dtype=cp.float64)
     scat = G is not None
-    Gc, Lcc = (f64(cp, G), f64(cp, Lc)) if scat else (dummy, dummy)
-    P0 = f64(cp, Phi0) if s > 0 else dummy
-    a1 = f64(cp, model.on(backend, "a1"))
-    a3f = f64(cp, model.on(backend, "a3_factor"))
-    alpha = float(A_eps * model.A3)  # as weno.weno_phi forms it
+    Gc, Lcc = (f64(cp, G), f64(cp, Lc)) if scat else (None, None)
+    P0 = f64(cp, Phi0) if s > 0 else None
     out = cp.empty_like(P)
     PhiHat = cp.empty((NX, NV, NS, NW), dtype=cp.float64)
     rho = cp.empty((NX, NV, NS), dtype=cp.float64)
+    stage_into(model, backend, s, P0, P, Gc, Lcc, f64(cp, tx), f64(cp, deps_dx), out, rho, PhiHat,
+               alpha=float(A_eps * model.A3), dt=dt)  # alpha as weno.weno_phi forms it
+    return out.astype(Phi.dtype, copy=False), rho.astype(Phi.dtype, copy=False), PhiHat.astype(Phi.dtype, copy=False)
+
+
+def stage_into(model, backend, s, P0, P, Gc, Lcc, tx, deps, out, rho, PhiHat, alpha=0.0, dt=0.0, scal=None):
+    """The launches of stage_update (bsp_wphi_rk, then bsp_rho) on float64 C-contiguous arrays, writing
+    out, rho and PhiHat; Gc = Lcc = None: no scattering; P0 None: stage 0.  ``scal``: a device array
+    (alpha, dt) that the kernel reads instead of the arguments (the replayed graph of bte_graph.py)."""
+    NX, NV, NS, NW, NPHI = P.shape
+    rows = rows_per_block(NW, NPHI)
+    c, c0 = _bte.RK3[s]
+    dummy = weno._dummy()
+    scat = Gc is not None
+    a1 = f64(cp, model.on(backend, "a1"))
+    a3f = f64(cp, model.on(backend, "a3_factor"))
     nchunk = -(-NW // rows)
     fn = _build.function(weno.SOURCE, "bsp_wphi_rk", weno.OPTIONS, {"BSP_WENO_FAST": 1, "NPHI_": NPHI, "LROWS": rows})
     _build.launch(fn, NX * NV * NS * nchunk * BLOCK, BLOCK,
-                  (P, P0, Gc, Lcc, f64(cp, tx), a1, a3f, f64(cp, deps_dx), out, PhiHat, np.int32(NS), np.int32(NW),
-                   np.int32(nchunk), np.int32(1 if scat else 0), np.int32(1 if s > 0 else 0), np.float64(alpha),
-                   np.float64(_weno._eps(model)), np.float64(1.0 / model.dw), np.float64(1.0 / model.dphi),
-                   np.float64(dt), np.float64(c), np.float64(c0), np.float64(model.dphi)))
-    return _finish(model, Phi, out, PhiHat, rho, max(1, TILE // NPHI))
+                  (P, dummy if P0 is None else P0, Gc if scat else dummy, Lcc if scat else dummy, tx, a1, a3f, deps,
+                   out, PhiHat, np.int32(NS), np.int32(NW), np.int32(nchunk), np.int32(1 if scat else 0),
+                   np.int32(0 if P0 is None else 1), np.float64(alpha), np.float64(_weno._eps(model)),
+                   np.float64(1.0 / model.dw), np.float64(1.0 / model.dphi), np.float64(dt), np.float64(c),
+                   np.float64(c0), np.float64(model.dphi), dummy if scal is None else scal,
+                   np.int32(0 if scal is None else 1)))
+    _rho(model, PhiHat, rho, NPHI, max(1, TILE // NPHI))

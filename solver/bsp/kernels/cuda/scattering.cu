@@ -78,4 +78,24 @@ __global__ void bsp_scat_loss(const double* eps, const double* W, const double* 
     Lc[tid] = acc;
 }
 
+
+/* ------------------------------------------------------------------ overlap (numerics.bte_graph)
+   thread = (i, a, b), a and b the (nu, p) pairs: W = dz sum_{j=1}^{NZ-2} chi_a,j^2 chi_b,j^2 in the
+   order j = 1 .. NZ-2 (symmetric in a and b bit for bit). */
+__global__ void bsp_overlap(const double* chi, double* W, int NX, int NB, int NZ, double dz)
+{
+    long long n = (long long)NX * NB * NB;
+    long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (tid >= n) return;
+    int b = (int)(tid % NB);
+    long long r = tid / NB;
+    int a = (int)(r % NB);
+    long long i = r / NB;
+    const double* ca = chi + (i * NB + a) * NZ;
+    const double* cb = chi + (i * NB + b) * NZ;
+    double acc = 0.0;
+    for (int j = 1; j < NZ - 1; ++j) acc += (ca[j] * ca[j]) * (cb[j] * cb[j]);
+    W[tid] = acc * dz;
+}
+
 }  /* extern "C" */

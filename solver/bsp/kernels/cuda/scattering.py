@@ -9,7 +9,8 @@ per model and mechanism subset as small device arrays) and over p', with the int
 exactly), clip, linear in t) and the Heaviside / (1 + 2 alpha Gamma) factor of the loss.  Per
 branch the p' sum is formed first and then added to the valley total, as the array code does
 (einsum per branch, then +=).  Only float64 is computed; other dtypes are converted and the result
-cast back.
+cast back.  ``overlap`` (W from chi, one thread per (i, (nu, p), (nu', p'))) runs with
+numerics.bte_graph (scattering.overlap).
 """
 from __future__ import annotations
 
@@ -58,25 +59,45 @@ def _branch_table(model, mechanisms, which):
 
 def scat_gain(model, backend, PhiHat, eps, W, mechanisms=None):
     """scattering.scat_gain: G (NX, 3, N_sbn, NW), one launch."""
-    PH, e, Wc = f64(cp, PhiHat), f64(cp, eps), f64(cp, W)
+    e = f64(cp, eps)
     NX, NV, NS = e.shape
-    NW = model.NW
+    G = cp.empty((NX, NV, NS, model.NW), dtype=cp.float64)
+    gain_into(model, backend, f64(cp, PhiHat), e, f64(cp, W), mechanisms, G)
+    return G.astype(PhiHat.dtype, copy=False)
+
+
+def gain_into(model, backend, PH, e, Wc, mechanisms, G):
+    """The launch of scat_gain on float64 C-contiguous inputs, writing G (also captured by bte_graph)."""
+    NX, NV, NS = e.shape
     off, nu2, sig, wt = _branch_table(model, mechanisms, "gain")
     s_w = f64(cp, model.on(backend, "s_w"))
-    G = cp.empty((NX, NV, NS, NW), dtype=cp.float64)
     _launch("bsp_scat_gain", G.size, (PH, e, Wc, s_w, off, nu2, sig, wt, G, np.int32(NX), np.int32(NS),
-                                      np.int32(NW), np.float64(1.0 / model.dw)))
-    return G.astype(PhiHat.dtype, copy=False)
+                                      np.int32(model.NW), np.float64(1.0 / model.dw)))
 
 
 def scat_loss(model, backend, eps, W, mechanisms=None):
     """scattering.scat_loss: Lc (NX, 3, N_sbn, NW), one launch."""
-    e, Wc = f64(cp, eps), f64(cp, W)
+    e = f64(cp, eps)
     NX, NV, NS = e.shape
-    NW = model.NW
+    Lc = cp.empty((NX, NV, NS, model.NW), dtype=cp.float64)
+    loss_into(model, backend, e, f64(cp, W), mechanisms, Lc)
+    return Lc.astype(eps.dtype, copy=False)
+
+
+def loss_into(model, backend, e, Wc, mechanisms, Lc):
+    """The launch of scat_loss on float64 C-contiguous inputs, writing Lc (also captured by bte_graph)."""
+    NX, NV, NS = e.shape
     off, nu2, sig, wt = _branch_table(model, mechanisms, "loss")
     w = f64(cp, model.on(backend, "w"))
-    Lc = cp.empty((NX, NV, NS, NW), dtype=cp.float64)
     _launch("bsp_scat_loss", Lc.size, (e, Wc, w, off, nu2, sig, wt, Lc, np.int32(NX), np.int32(NS),
-                                       np.int32(NW), np.float64(2.0 * model.alpha)))
-    return Lc.astype(eps.dtype, copy=False)
+                                       np.int32(model.NW), np.float64(2.0 * model.alpha)))
+
+
+def overlap(model, backend, chi):
+    """scattering.overlap by one launch (numerics.bte_graph): W (NX, 3, N_sbn, 3, N_sbn), the sum over
+    z in the order j = 1 .. NZ-2 (the reference's matmul sums in cuBLAS's order: equal to rounding)."""
+    c = f64(cp, chi)
+    NX, NV, NS, NZ = c.shape
+    W = cp.empty((NX, NV, NS, NV, NS), dtype=cp.float64)
+    _launch("bsp_overlap", W.size, (c, W, np.int32(NX), np.int32(NV * NS), np.int32(NZ), np.float64(model.dz)))
+    return W.astype(chi.dtype, copy=False)

@@ -337,14 +337,20 @@ __global__ void bsp_weno_dphi_tile(const double* Phi, const double* a3f, const d
    bsp_weno_dphi_tile form them, so the result equals the unfused path bit for bit) and
    PhiHat = dphi sum_m Phi^{s+1} in the order m = 0 .. NPHI-1 (rows padded to an odd length).
    Shared memory: 8 (LROWS (NPHI_|1) + (LROWS + 6) NPHI_ + 3 LROWS NPHI_ + NPHI_) B: at most rk.SHARED
-   (LROWS from rk.rows_per_block), under the 48 KB of static shared memory. */
+   (LROWS from rk.rows_per_block), under the 48 KB of static shared memory.  from_scal = 1 (the
+   replayed CUDA graph of bte_graph.py): alpha = scal[0] and dt = scal[1] instead of the arguments. */
 #define ROWP (NPHI_ | 1)
 __global__ void bsp_wphi_rk(const double* Phi, const double* Phi0, const double* G, const double* Lc,
                             const double* tx, const double* a1, const double* a3f, const double* deps,
                             double* out, double* PhiHat, int NS, int NW, int nchunk, int scat,
                             int has0, double alpha, double eps, double inv_w, double inv_phi,
-                            double dt, double c, double c0, double dphi)
+                            double dt, double c, double c0, double dphi, const double* scal,
+                            int from_scal)
 {
+    if (from_scal) {  /* numerics.bte_graph: alpha and dt of this stage from device memory */
+        alpha = scal[0];
+        dt = scal[1];
+    }
     __shared__ double ph[LROWS * ROWP];         /* Phi of rows l0 .. l0+nr-1, then Phi^{s+1} */
     __shared__ double gw[(LROWS + 6) * NPHI_];  /* a2 Phi of rows l0-3 .. l0+nr+2, then the phi faces */
     __shared__ double gp[LROWS * NPHI_];        /* phi split: ((a3 + alpha) Phi) / 2 */

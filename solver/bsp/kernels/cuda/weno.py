@@ -17,6 +17,8 @@ per face.  Only float64 is computed; other dtypes are converted and the result c
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 import cupy as cp
@@ -66,23 +68,36 @@ def _x_flags(model):
 
 def weno_x(model, backend, Phi, rho_eq0, rho_eqL, rho0, rhoL, closed=False, eps=None):
     """weno.weno_x: d(a1 Phi)/dx, one launch."""
-    eps = _weno._eps(model) if eps is None else eps
     P = f64(cp, Phi)
+    r = None if closed else tuple(f64(cp, v) for v in (rho_eq0, rho_eqL, rho0, rhoL))
+    out = cp.empty_like(P)
+    x_into(model, backend, P, r, out, eps)
+    return out.astype(Phi.dtype, copy=False)
+
+
+def x_into(model, backend, P, r, out, eps=None):
+    """The launch of weno_x on float64 C-contiguous P and r = (rho_eq0, rho_eqL, rho0, rhoL), or
+    r = None (closed contacts), writing out (also captured by bte_graph)."""
+    eps = _weno._eps(model) if eps is None else eps
     NX, NV, NS, NW, NPHI = P.shape
     a1 = f64(cp, model.on(backend, "a1"))
     flags = _x_flags(model)
+    closed = r is None
     if closed:
-        dummy = cp.zeros(1, dtype=cp.float64)
+        dummy = _dummy()
         r = (dummy, dummy, dummy, dummy)
-    else:
-        r = tuple(f64(cp, v) for v in (rho_eq0, rho_eqL, rho0, rhoL))
-    out = cp.empty_like(P)
     nline = NV * NS * NW * NPHI
     seg, nseg = _segments(nline, NX)
     _launch(model, "bsp_weno_dx", nline * nseg, (P, a1, flags) + r + (
         out, np.int32(NX), np.int32(NS), np.int32(NW), np.int32(NPHI), np.int32(1 if closed else 0),
         np.int32(seg), np.int32(nseg), np.float64(eps), np.float64(1.0 / model.dx)))
-    return out.astype(Phi.dtype, copy=False)
+
+
+@functools.cache
+def _dummy():
+    """A one-value device array for the pointer arguments a launch does not read (one per process;
+    a captured graph of bte_graph.py holds its address)."""
+    return cp.zeros(1, dtype=cp.float64)
 
 
 def weno_w(model, backend, Phi, deps_dx, eps=None):
