@@ -1,7 +1,7 @@
 """numerics.bte_graph: the BTE stage replayed from a CUDA graph (solver/bsp/kernels/cuda/bte_graph.py) and
 the overlap integrals W by one kernel (bsp_overlap of scattering.cu).
 
-CPU tests: the schema key (default true, boolean), ``bte.graphed`` only on cupy; on the g++ build of the
+CPU tests: the schema key (default false, boolean), ``bte.graphed`` only on cupy; on the g++ build of the
 .cu sources (conftest ``emulated_cuda``): bsp_overlap within 1e-14 of the array reference and symmetric
 bit for bit, and bsp_wphi_rk with alpha and dt read from device memory (``from_scal``, what the graph
 does) equal to the same kernel with them as arguments, bit for bit.  GPU tests (marked ``gpu``): the
@@ -23,8 +23,8 @@ def test_schema_key_bte_graph():
     from solver.bsp.model import load
     from solver.config import ConfigError
 
-    assert load(None, [])["numerics"]["bte_graph"] is True
-    assert load(None, ["numerics.bte_graph=false"])["numerics"]["bte_graph"] is False
+    assert load(None, [])["numerics"]["bte_graph"] is False
+    assert load(None, ["numerics.bte_graph=true"])["numerics"]["bte_graph"] is True
     with pytest.raises(ConfigError):
         load(None, ["numerics.bte_graph=sometimes"])
 
@@ -79,7 +79,7 @@ def test_emulated_stage_scalars_from_device(emulated_cuda, bte_cases, rng, s):
 
 # ---------------------------------------------------------------------------- GPU
 def _gpu_models(bte_cases, mesh, extra=()):
-    on = bte_cases.model(kernels_mode="auto", extra=tuple(extra), **mesh)
+    on = bte_cases.model(kernels_mode="auto", extra=("numerics.bte_graph=true", *extra), **mesh)
     off = bte_cases.model(kernels_mode="auto", extra=("numerics.bte_graph=false", *extra), **mesh)
     return on, off
 
@@ -143,8 +143,8 @@ def _run(cupy_backend, out, *extra):
 
 @pytest.mark.gpu
 def test_gpu_run_with_graph_bitwise_repeatable_and_close_to_launches(cupy_backend, tmp_path):
-    a = _run(cupy_backend, tmp_path / "a")
-    b = _run(cupy_backend, tmp_path / "b")
+    a = _run(cupy_backend, tmp_path / "a", "numerics.bte_graph=true")
+    b = _run(cupy_backend, tmp_path / "b", "numerics.bte_graph=true")
     c = _run(cupy_backend, tmp_path / "c", "numerics.bte_graph=false")
     for name in ("profiles.csv", "scalars.csv"):
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), name
@@ -163,7 +163,7 @@ def test_gpu_graph_fault_check_sees_nan(cupy_backend, tmp_path):
     from solver.config import RunFault
 
     cfg = load(None, ["mesh.N_sbn=3", "mesh.NX=17", "mesh.NZ=17", "mesh.NW=40", "mesh.NPHI=12",
-                      "numerics.backend=cupy", "time.steps=4", "time.t_end_ps=null",
+                      "numerics.backend=cupy", "time.steps=4", "time.t_end_ps=null", "numerics.bte_graph=true",
                       "output.checkpoint_every_steps=0", "output.progress=false"])
     sim = Simulation(cfg, cupy_backend, None, progress=False)
     sim._timer_rows = []  # as Simulation.run
