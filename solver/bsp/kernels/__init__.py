@@ -124,8 +124,14 @@ def linsys_graph(model) -> bool:
 
 
 def batched_blocks(model) -> str:
-    """numerics.batched_blocks: how the cupy batched_cr solve solves its blocks (lu | gauss_jordan)."""
-    return _numerics(model, "batched_blocks", "lu")
+    """numerics.batched_blocks: how the cupy batched_cr solve solves its blocks (lu | gauss_jordan;
+    auto = gauss_jordan where NZ <= blocktri.GJ_MAX_NZ, else lu)."""
+    from solver.bsp.blocktri import GJ_MAX_NZ
+
+    v = _numerics(model, "batched_blocks", "auto")
+    if v == "auto":
+        return "gauss_jordan" if model.NZ <= GJ_MAX_NZ else "lu"
+    return v
 
 
 def eigen_variant(model) -> str:
