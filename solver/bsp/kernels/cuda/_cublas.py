@@ -116,6 +116,8 @@ class Blas:
             raise ValueError(f"matmul: shapes {a.shape} and {b.shape} do not match")
         if out is None:
             out = cp.empty((m, p, r))
+        if out.size == 0:
+            return out
         lc = _layout(out)
         if out.shape != (m, p, r) or lc is None or lc[0] != _OP_N:
             raise ValueError(f"matmul: out {out.shape} {out.strides} is not a row-major (m, p, r) stack")
@@ -127,8 +129,6 @@ class Blas:
         if lb is None:
             b = cp.ascontiguousarray(b, dtype=cp.float64)
             lb = _layout(b)
-        if out.size == 0:
-            return out
         # row-major C = A B is column-major C^T = B^T A^T: (r x p) = (r x q) (q x p)
         ll, i = ctypes.c_longlong, ctypes.c_int
         _check(self._lib.cublasDgemmStridedBatched(

@@ -30,13 +30,14 @@ extern "C" __global__ void __launch_bounds__(NT) gj_inverse(
     double* __restrict__ z)
 {
     const int t = threadIdx.x;
+    const bool act = t < RG * N;       // the others only join the pivot search and the barriers
     const int c = t % N;
-    const int g = t < RG * N ? t / N : RG + RS * RG;  // idle threads: rows beyond N
+    const int g = act ? t / N : 0;     // idle threads work on private copies of group 0's rows
     const int i = first + step * (int)blockIdx.x;
     __shared__ double colk[2][N];
     __shared__ double rowp[N];
+    __shared__ double f[N];            // the row factors a[r][k] / a[p][k] of the step, f[p] = 0
     __shared__ double y[N];
-    __shared__ double ypiv;
     __shared__ int kOf[N];
     __shared__ int pOf[N];
 #ifdef __CUDACC_RTC__
@@ -52,11 +53,9 @@ extern "C" __global__ void __launch_bounds__(NT) gj_inverse(
         const double v = r < N ? A[r * N + c] : 0.0;
         if (s < RREG) a[s < RREG ? s : 0] = v;
         else ov[(s - RREG) * NT + t] = v;
-        if (c == 0 && r < N) {
-            colk[0][r] = v;
-            if (with_rhs) y[r] = rhs[rhs_off + (size_t)i * rhs_bs + (size_t)r * rhs_ld];
-        }
+        if (act && c == 0 && r < N) colk[0][r] = v;
     }
+    if (with_rhs && t < N) y[t] = rhs[rhs_off + (size_t)i * rhs_bs + (size_t)t * rhs_ld];
     const int lane = t & 31;
     unsigned used = 0u;  // bit s: row lane + 32 s is a pivot row already (the same in every warp)
     __syncthreads();
@@ -76,12 +75,23 @@ extern "C" __global__ void __launch_bounds__(NT) gj_inverse(
         const int p = 511 - (int)(key & 0x1FFu);
         if ((p & 31) == lane) used |= 1u << (p >> 5);
         const double ipiv = 1.0 / colk[cur][p];
-        if (g == p % RG) {
-            const int sp = p / RG;
+        const int sp = p / RG;
+        const bool own = act && g == p % RG;  // this thread holds row p (slot sp)
+        double yp = 0.0;
+        if (t < N) {
+            f[t] = t == p ? 0.0 : colk[cur][t] * ipiv;
+            if (with_rhs) yp = y[p];
+        }
+        if (own) {  // publish the pivot row, then scale it (f[p] = 0 leaves it alone below)
             #pragma unroll
             for (int s = 0; s < RS; ++s)
-                if (s == sp) rowp[c] = s < RREG ? a[s < RREG ? s : 0] : ov[(s - RREG) * NT + t];
-            if (c == 0 && with_rhs) ypiv = y[p];
+                if (s == sp) {
+                    double v = s < RREG ? a[s < RREG ? s : 0] : ov[(s - RREG) * NT + t];
+                    rowp[c] = v;
+                    v *= ipiv;
+                    if (s < RREG) a[s < RREG ? s : 0] = v;
+                    else ov[(s - RREG) * NT + t] = v;
+                }
         }
         if (t == 0) {
             kOf[p] = k;
@@ -90,30 +100,42 @@ extern "C" __global__ void __launch_bounds__(NT) gj_inverse(
         __syncthreads();
         const double rp = rowp[c];
         #pragma unroll
-        for (int s = 0; s < RS; ++s) {
+        for (int s = 0; s < RS; ++s) {  // row r -= f[r] row p (rows of group 0 for idle threads)
             const int r = g + RG * s;
-            if (r < N) {
-                const double fr = colk[cur][r] * ipiv;
-                double v = s < RREG ? a[s < RREG ? s : 0] : ov[(s - RREG) * NT + t];
-                if (r == p) v = (c == k) ? ipiv : v * ipiv;
-                else if (c == k) v = -fr;
-                else v -= fr * rp;
-                if (s < RREG) a[s < RREG ? s : 0] = v;
-                else ov[(s - RREG) * NT + t] = v;
-                if (c == k + 1) colk[nxt][r] = v;
-                if (c == 0 && with_rhs) y[r] = (r == p) ? y[r] * ipiv : y[r] - fr * ypiv;
+            if (s < N / RG || r < N) {
+                if (s < RREG) a[s < RREG ? s : 0] -= f[r] * rp;
+                else ov[(s - RREG) * NT + t] -= f[r] * rp;
             }
         }
+        if (act && c == k) {  // column k: -f[r], the reciprocal in the pivot row
+            #pragma unroll
+            for (int s = 0; s < RS; ++s) {
+                const int r = g + RG * s;
+                if (r < N) {
+                    const double v = r == p ? ipiv : -f[r];
+                    if (s < RREG) a[s < RREG ? s : 0] = v;
+                    else ov[(s - RREG) * NT + t] = v;
+                }
+            }
+        }
+        if (act && c == k + 1) {  // the next step's pivot column
+            #pragma unroll
+            for (int s = 0; s < RS; ++s) {
+                const int r = g + RG * s;
+                if (r < N) colk[nxt][r] = s < RREG ? a[s < RREG ? s : 0] : ov[(s - RREG) * NT + t];
+            }
+        }
+        if (with_rhs && t < N) y[t] = t == p ? y[t] * ipiv : y[t] - f[t] * yp;
         __syncthreads();
     }
     double* D = dst + (size_t)i * N * N;
     const int pc = pOf[c];
-    #pragma unroll
-    for (int s = 0; s < RS; ++s) {
-        const int r = g + RG * s;
-        if (r < N) {
-            D[(size_t)kOf[r] * N + pc] = s < RREG ? a[s < RREG ? s : 0] : ov[(s - RREG) * NT + t];
-            if (c == 0 && with_rhs) z[(size_t)i * N + kOf[r]] = y[r];
+    if (act) {
+        #pragma unroll
+        for (int s = 0; s < RS; ++s) {
+            const int r = g + RG * s;
+            if (r < N) D[(size_t)kOf[r] * N + pc] = s < RREG ? a[s < RREG ? s : 0] : ov[(s - RREG) * NT + t];
         }
     }
+    if (with_rhs && t < N) z[(size_t)i * N + kOf[t]] = y[t];
 }
