@@ -6,7 +6,11 @@
      NT    threads per block: RG * N rounded up to a whole warp (the others idle, in the
            warp-wide pivot search and the barriers),
      RREG  row slots kept in registers; slots RREG .. RS - 1 live in dynamic shared memory
-           ((RS - RREG) NT doubles, the launch's shared_mem; up to ~227 KB: N <= ~200 at NT ~ 1000).
+           ((RS - RREG) NT doubles, the launch's shared_mem; up to ~227 KB: N <= 204),
+     FACTORS 1: the step's row factors f[r] = a[r][k] / a[p][k] precomputed in shared memory and the
+           pivot row / column k handled outside the update loop (one load + one FMA per entry);
+           0: the factors and the special cases inside the loop (faster for many rows per thread:
+           newton.GJ_FACTORS_MAX_RS).
    A thread keeps its column's entry of the pivot row in one register per step and reads the row
    factors from shared memory (broadcast within a warp): one shared load per matrix entry per step
    where the matrix sits in registers, three (load, factor, store) where it sits in shared memory.
@@ -36,7 +40,7 @@ extern "C" __global__ void __launch_bounds__(NT) gj_inverse(
     const int i = first + step * (int)blockIdx.x;
     __shared__ double colk[2][N];
     __shared__ double rowp[N];
-    __shared__ double f[N];            // the row factors a[r][k] / a[p][k] of the step, f[p] = 0
+    __shared__ double f[N];            // FACTORS: the row factors a[r][k] / a[p][k] of the step, f[p] = 0
     __shared__ double y[N];
     __shared__ int kOf[N];
     __shared__ int pOf[N];
@@ -77,11 +81,9 @@ extern "C" __global__ void __launch_bounds__(NT) gj_inverse(
         const double ipiv = 1.0 / colk[cur][p];
         const int sp = p / RG;
         const bool own = act && g == p % RG;  // this thread holds row p (slot sp)
-        double yp = 0.0;
-        if (t < N) {
-            f[t] = t == p ? 0.0 : colk[cur][t] * ipiv;
-            if (with_rhs) yp = y[p];
-        }
+        const double yp = with_rhs ? y[p] : 0.0;
+#if FACTORS
+        if (t < N) f[t] = t == p ? 0.0 : colk[cur][t] * ipiv;
         if (own) {  // publish the pivot row, then scale it (f[p] = 0 leaves it alone below)
             #pragma unroll
             for (int s = 0; s < RS; ++s)
@@ -93,12 +95,20 @@ extern "C" __global__ void __launch_bounds__(NT) gj_inverse(
                     else ov[(s - RREG) * NT + t] = v;
                 }
         }
+#else
+        if (own) {
+            #pragma unroll
+            for (int s = 0; s < RS; ++s)
+                if (s == sp) rowp[c] = s < RREG ? a[s < RREG ? s : 0] : ov[(s - RREG) * NT + t];
+        }
+#endif
         if (t == 0) {
             kOf[p] = k;
             pOf[k] = p;
         }
         __syncthreads();
         const double rp = rowp[c];
+#if FACTORS
         #pragma unroll
         for (int s = 0; s < RS; ++s) {  // row r -= f[r] row p (rows of group 0 for idle threads)
             const int r = g + RG * s;
@@ -125,7 +135,23 @@ extern "C" __global__ void __launch_bounds__(NT) gj_inverse(
                 if (r < N) colk[nxt][r] = s < RREG ? a[s < RREG ? s : 0] : ov[(s - RREG) * NT + t];
             }
         }
-        if (with_rhs && t < N) y[t] = t == p ? y[t] * ipiv : y[t] - f[t] * yp;
+#else
+        #pragma unroll
+        for (int s = 0; s < RS; ++s) {
+            const int r = g + RG * s;
+            if (r < N) {
+                const double fr = colk[cur][r] * ipiv;
+                double v = s < RREG ? a[s < RREG ? s : 0] : ov[(s - RREG) * NT + t];
+                if (r == p) v = (c == k) ? ipiv : v * ipiv;
+                else if (c == k) v = -fr;
+                else v -= fr * rp;
+                if (s < RREG) a[s < RREG ? s : 0] = v;
+                else ov[(s - RREG) * NT + t] = v;
+                if (act && c == k + 1) colk[nxt][r] = v;
+            }
+        }
+#endif
+        if (with_rhs && t < N) y[t] = t == p ? y[t] * ipiv : y[t] - colk[cur][t] * ipiv * yp;
         __syncthreads();
     }
     double* D = dst + (size_t)i * N * N;
