@@ -117,9 +117,12 @@ def test_variant_defaults_are_the_reference_behaviour():
     assert cfg["numerics"]["linsys"] == "auto" and cfg["numerics"]["ipim"] == "a"
     assert cfg["numerics"]["eigen"] == "auto"
     assert cfg["numerics"]["bte_kernels"] == "fast"  # the issue-13 kernels; exact = the bit-identical baseline
-    assert kernels.linsys_variant(model("mesh.NZ=65")) == "block_cr"
-    assert kernels.linsys_variant(model("mesh.NZ=127")) == "block_cr"
-    assert kernels.linsys_variant(model("mesh.NZ=129")) == "batched_cr"
+    assert cfg["numerics"]["batched_blocks"] == "auto"
+    for nz in (33, 65, 127, 129, 257):  # auto: the batched solve at every NZ (measured, performance-iter-next.md 9)
+        assert kernels.linsys_variant(model(f"mesh.NZ={nz}")) == "batched_cr", nz
+    assert kernels.linsys_variant(model("mesh.NZ=65", "numerics.linsys=block_cr")) == "block_cr"
+    assert kernels.batched_blocks(model("mesh.NZ=129")) == "gauss_jordan"
+    assert kernels.batched_blocks(model("mesh.NZ=257")) == "lu"
     assert kernels.linsys_variant(model("mesh.NZ=65", "numerics.linsys=dense")) == "dense"
     assert kernels.linsys_variant(model("mesh.NZ=65", "numerics.linsys=batched_cr")) == "batched_cr"
     assert kernels.eigen_variant(model()) == "newton"
@@ -196,11 +199,14 @@ def test_implementations_cupy_behind_a_stand_in(emulated_cuda, monkeypatch):
     assert impl["RK_wphi"] == "solver.bsp.kernels.cuda.rk.stage_update [numerics.bte_kernels=fast]"
     assert impl["scat_gain"] == "solver.bsp.kernels.cuda.scattering.scat_gain"
     assert impl["eigen"] == "solver.bsp.kernels.cuda.eigen.eigen [numerics.eigen=newton, numerics.ipim=b]"
-    assert impl["solve_linsys"] == "solver.bsp.kernels.cuda.newton.solve_linsys [numerics.linsys=block_cr]"
-    assert impl["construct_linsys"].endswith("[numerics.linsys=block_cr]")
+    assert impl["solve_linsys"] == ("solver.bsp.kernels.cuda.newton.solve_linsys [numerics.linsys=batched_cr, "
+                                    "numerics.linsys_graph=true, numerics.batched_blocks=gauss_jordan]")
+    assert impl["construct_linsys"].endswith("[numerics.linsys=batched_cr]")
+    cr = kernels.implementations(model("mesh.NZ=65", "numerics.linsys=block_cr"), be)
+    assert cr["solve_linsys"] == "solver.bsp.kernels.cuda.newton.solve_linsys [numerics.linsys=block_cr]"
     assert impl["Frechet"] == "solver.bsp.kernels.cuda.frechet.frechet"
     assert impl["newton_norms"] == "solver.bsp.kernels.cuda.newton.newton_norms"
-    big = kernels.implementations(model("mesh.NZ=129", "numerics.eigen=bisection"), be)
+    big = kernels.implementations(model("mesh.NZ=257", "numerics.eigen=bisection"), be)
     assert big["solve_linsys"] == ("solver.bsp.kernels.cuda.newton.solve_linsys "
                                    "[numerics.linsys=batched_cr, numerics.linsys_graph=true, numerics.batched_blocks=lu]")
     assert big["construct_linsys"].endswith("[numerics.linsys=batched_cr]")

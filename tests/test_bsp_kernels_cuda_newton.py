@@ -22,7 +22,8 @@ NP = get_backend("numpy")
 
 @pytest.mark.parametrize("mesh", [("mesh.NX=13", "mesh.NZ=11"), ("mesh.NX=10", "mesh.NZ=9")])
 @pytest.mark.parametrize("bc", ["neumann", "dirichlet"])
-def test_emulated_cuda_construct_and_solve(emulated_cuda, newton_cases, mesh, bc, rng):
+def test_emulated_cuda_construct_and_solve(emulated_cuda, newton_cases, fake_graph_capture, mesh, bc, rng):
+    """construct_linsys and the default (auto) solve: GaussJordanCR, its CUDA graph stood in."""
     cn = emulated_cuda.newton
     m = newton_cases.model(*mesh)
     sysm, F, rhs, bvals, A, b, x0 = newton_cases.problem(m, bc, rng)
@@ -87,9 +88,9 @@ def test_emulated_cuda_newton_glue(emulated_cuda, newton_cases, rng):
 
 
 def test_linsys_variant_selects_the_system(emulated_cuda, monkeypatch):
-    """numerics.linsys: auto = the CR kernels where NZ <= MAX_NZ, the batched block solve beyond
-    (paper 001 runs NZ = 129); dense = the dense system at any NZ; block_cr / batched_cr as named;
-    construct_linsys builds the block form for both block variants (checked behind stand-ins)."""
+    """numerics.linsys: auto = the batched block solve at every NZ (measured, docs/performance-iter-next.md
+    section 9); dense = the dense system at any NZ; block_cr / batched_cr as named; construct_linsys
+    builds the block form for both block variants (checked behind stand-ins)."""
     cn = emulated_cuda.newton
     big = types.SimpleNamespace(NX=65, NZ=cn.MAX_NZ + 2)
     with pytest.raises(ValueError, match="NZ <= 127"):
@@ -109,15 +110,38 @@ def test_linsys_variant_selects_the_system(emulated_cuda, monkeypatch):
     assert cn.solve_linsys(mdl(big.NZ, "auto"), None, big, "A", "b") == "xc"
     assert cn.solve_linsys(mdl(big.NZ, "dense"), None, big, "A", "b") == "x"
     small = types.SimpleNamespace(NX=65, NZ=cn.MAX_NZ)
-    assert cn.solve_linsys(mdl(small.NZ, "auto"), None, small, "A", "b") == "xb"
+    assert cn.solve_linsys(mdl(small.NZ, "auto"), None, small, "A", "b") == "xc"
     assert cn.solve_linsys(mdl(small.NZ, "dense"), None, small, "A", "b") == "x"
     assert cn.solve_linsys(mdl(small.NZ, "block_cr"), None, small, "A", "b") == "xb"
     assert cn.solve_linsys(mdl(small.NZ, "batched_cr"), None, small, "A", "b") == "xc"
-    assert calls == ["dense construct", "batched", "dense solve", "cr", "dense solve", "cr", "batched"]
+    assert calls == ["dense construct", "batched", "dense solve", "batched", "dense solve", "cr", "batched"]
 
 
-@pytest.mark.parametrize("mesh", [("mesh.NX=13", "mesh.NZ=11", "numerics.linsys=batched_cr"),
-                                  ("mesh.NX=10", "mesh.NZ=129")])  # auto: batched_cr beyond MAX_NZ
+def test_batched_blocks_auto_and_the_gauss_jordan_limit(emulated_cuda):
+    """numerics.batched_blocks: auto = gauss_jordan up to blocktri.GJ_MAX_NZ, the largest block
+    whose gj_inverse fits in 227 KB of shared memory (newton.gj_fits), lu beyond; run.json names it."""
+    from solver.bsp import kernels
+    from solver.bsp.blocktri import GJ_MAX_NZ
+    cn = emulated_cuda.newton
+    assert all(cn.gj_fits(n) for n in range(1, GJ_MAX_NZ + 1)) and not cn.gj_fits(GJ_MAX_NZ + 1)
+    for n in (1, 33, 129, GJ_MAX_NZ, 257):
+        rg, nt, rreg, smem = cn.gj_config(n)
+        assert nt % 32 == 0 and rg * n <= nt <= 1024 and rg * -(-n // rg) >= n, n
+    with pytest.raises(ValueError, match="shared memory"):
+        cn.gj_inverse(np.zeros((1, 257, 257)))
+
+    def mdl(NZ, v):
+        return types.SimpleNamespace(NZ=NZ, cfg={"numerics": {"batched_blocks": v}})
+
+    assert [kernels.batched_blocks(mdl(n, "auto")) for n in (33, GJ_MAX_NZ, GJ_MAX_NZ + 1, 257)] == \
+        ["gauss_jordan", "gauss_jordan", "lu", "lu"]
+    assert kernels.batched_blocks(mdl(33, "lu")) == "lu"
+    assert kernels.batched_blocks(types.SimpleNamespace(NZ=65, cfg={})) == "gauss_jordan"
+
+
+@pytest.mark.parametrize("mesh", [("mesh.NX=13", "mesh.NZ=11", "numerics.linsys=batched_cr"),  # gauss_jordan
+                                  ("mesh.NX=13", "mesh.NZ=11", "numerics.batched_blocks=lu"),
+                                  ("mesh.NX=10", "mesh.NZ=129", "numerics.batched_blocks=lu")])  # auto: batched_cr
 @pytest.mark.parametrize("bc", ["neumann", "dirichlet"])
 def test_emulated_cuda_batched_block_solve(emulated_cuda, newton_cases, fake_graph_capture, mesh, bc, rng):
     """Variant batched_cr: construct_kernel's block form solved by solve_cr_batched through
@@ -157,19 +181,30 @@ def test_emulated_cuda_batched_graph(emulated_cuda, newton_cases, fake_graph_cap
     assert not np.array_equal(xs[0], xs[1])  # the second solve saw its own inputs: a copy out, not the buffer
 
 
-@pytest.mark.parametrize("n", [1, 5, 13, 40])
-def test_emulated_cuda_gj_inverse(emulated_cuda, n, rng):
-    """Kernel gj_inverse (batched_inverse.cu): the inverses of a stack, with a matrix that needs
-    row exchanges (zero leading diagonal) and a permutation matrix, against numpy."""
+@pytest.mark.parametrize("n, max_threads, rreg", [(1, 1024, 16), (5, 1024, 16), (13, 1024, 16), (40, 1024, 16),
+                                                  (13, 32, 2), (20, 64, 0),  # rows in shared memory
+                                                  (24, 48, 4)])  # 12 rows per thread: FACTORS = 0
+def test_emulated_cuda_gj_inverse(emulated_cuda, n, max_threads, rreg, rng):
+    """Kernel gj_inverse (batched_inverse.cu): the inverses of a stack and inv @ v, with a matrix
+    that needs row exchanges (zero leading diagonal) and a permutation matrix, against numpy; also
+    with rows beyond the register slots in dynamic shared memory and idle threads (NT > RG n)."""
     cn = emulated_cuda.newton
+    rg, nt, rr, smem = cn.gj_config(n, max_threads, rreg)
+    assert smem == 8 * (-(-n // rg) - rr) * nt
     a = rng.standard_normal((3, n, n)) + 0.5 * np.eye(n)
     if n > 1:
         a[1, 0, 0] = 0.0  # the first pivot must come from another row
     a[2] = np.eye(n)[rng.permutation(n)]
-    inv = cn.gj_inverse(a[:, :, :])
+    v = rng.standard_normal((3, n))
+    want = np.linalg.inv(a)
+    inv = cn.gj_inverse(a[:, :, :], max_threads=max_threads, rreg=rreg)
     assert inv.shape == (3, n, n)
-    np.testing.assert_allclose(inv, np.linalg.inv(a), rtol=1e-10, atol=1e-11 * np.abs(np.linalg.inv(a)).max())
+    np.testing.assert_allclose(inv, want, rtol=1e-10, atol=1e-11 * np.abs(want).max())
     np.testing.assert_array_equal(inv[2], a[2].T)  # a permutation's inverse, exactly
+    inv2, z = cn.gj_inverse(a, v, max_threads=max_threads, rreg=rreg)
+    np.testing.assert_array_equal(inv2, inv)
+    zw = np.einsum("mij,mj->mi", want, v)
+    np.testing.assert_allclose(z, zw, rtol=1e-10, atol=1e-11 * np.abs(zw).max())
 
 
 @pytest.mark.parametrize("graph", ["true", "false"])
@@ -260,14 +295,16 @@ def test_cuda_block_system_matches_sparse_lu(cupy_backend, newton_cases, mesh, b
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("mesh", [("mesh.NX=17", "mesh.NZ=33", "numerics.linsys=batched_cr"),
-                                  ("mesh.NX=9", "mesh.NZ=129"), ("mesh.NX=9", "mesh.NZ=257")])
+@pytest.mark.parametrize("mesh, blocks", [(("mesh.NX=17", "mesh.NZ=33", "numerics.linsys=batched_cr"), "lu"),
+                                          (("mesh.NX=17", "mesh.NZ=33"), "gauss_jordan"),
+                                          (("mesh.NX=9", "mesh.NZ=129"), "lu"),
+                                          (("mesh.NX=10", "mesh.NZ=129"), "gauss_jordan"),
+                                          (("mesh.NX=9", "mesh.NZ=193"), "gauss_jordan"),  # rows in shared memory
+                                          (("mesh.NX=9", "mesh.NZ=257"), "auto")])  # lu
 @pytest.mark.parametrize("bc", ["neumann", "dirichlet"])
-@pytest.mark.parametrize("blocks", ["lu", "gauss_jordan"])
 def test_cuda_batched_block_solve_matches_sparse_lu(cupy_backend, newton_cases, mesh, bc, blocks, rng):
-    """Variant batched_cr on the device (auto beyond NZ = 127; NZ = 257 is past cupy.linalg.solve's
-    batched limit: cupy.cublas.batched_gesv; or the block inverses of gj_inverse), through the
-    poisson hooks."""
+    """Variant batched_cr on the device (auto; NZ = 257 is past cupy.linalg.solve's batched limit:
+    cupy.cublas.batched_gesv; or GaussJordanCR), through the poisson hooks, against SuperLU."""
     xp = cupy_backend.xp
     m = newton_cases.model(*mesh, f"numerics.batched_blocks={blocks}")
     sysm, F, rhs, bvals, A, b, x0 = newton_cases.problem(m, bc, rng)
@@ -279,15 +316,20 @@ def test_cuda_batched_block_solve_matches_sparse_lu(cupy_backend, newton_cases, 
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("n", [5, 65, 129, 257])
-def test_cuda_gj_inverse_matches_numpy(cupy_backend, n, rng):
-    """Kernel gj_inverse against numpy's inverse (a zero leading diagonal: row exchanges)."""
+@pytest.mark.parametrize("n, max_threads, rreg", [(5, 1024, 16), (65, 1024, 16), (129, 1024, 16), (129, 1024, 24),
+                                                  (129, 512, 8), (204, 1024, 16)])
+def test_cuda_gj_inverse_matches_numpy(cupy_backend, n, max_threads, rreg, rng):
+    """Kernel gj_inverse against numpy's inverse and inv @ v (a zero leading diagonal: row
+    exchanges), rows in registers and in shared memory (up to blocktri.GJ_MAX_NZ = 204)."""
     from solver.bsp.kernels.cuda import newton
     a = rng.standard_normal((4, n, n)) + 2.0 * np.sqrt(n) * np.eye(n)
     a[1, 0, 0] = 0.0
-    got = cupy_backend.to_numpy(newton.gj_inverse(cupy_backend.xp.asarray(a)))
+    v = rng.standard_normal((4, n))
+    inv, z = newton.gj_inverse(cupy_backend.xp.asarray(a), cupy_backend.xp.asarray(v), max_threads, rreg)
     want = np.linalg.inv(a)
-    np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12 * np.abs(want).max())
+    np.testing.assert_allclose(cupy_backend.to_numpy(inv), want, rtol=1e-10, atol=1e-12 * np.abs(want).max())
+    zw = np.einsum("mij,mj->mi", want, v)
+    np.testing.assert_allclose(cupy_backend.to_numpy(z), zw, rtol=1e-10, atol=1e-12 * np.abs(zw).max())
 
 
 @pytest.mark.gpu

@@ -29,6 +29,7 @@ from __future__ import annotations
 import numpy as np
 
 MAX_NZ = 127  # the CUDA kernels' pivot key holds the row in 7 bits (kernels/cuda/cyclic_reduction.cu)
+GJ_MAX_NZ = 204  # the largest block of gj_inverse in 227 KB of shared memory (kernels/cuda/newton.gj_fits)
 
 
 class BlockSystem:

@@ -5,13 +5,15 @@
 
 Parts (each caught: a failure is printed and recorded, the next part runs):
   linsys  numerics.linsys variants per Newton solve (construct_linsys + solve_linsys of the cupy
-          table, random SPD Frechet blocks, Dirichlet x-boundaries) at NX x NZ = 65x65, 65x129,
-          129x129, 33x257: block_cr where NZ <= 127, batched_cr everywhere (replayed from its CUDA
-          graph, "nograph": numerics.linsys_graph = false, "gj": numerics.batched_blocks =
-          gauss_jordan), dense (the baseline) where block_cr
-          cannot run.  Accuracy against SuperLU, Dirichlet entries exact, two solves bitwise equal,
+          table, random SPD Frechet blocks, Dirichlet x-boundaries) at NX x NZ = 33x33, 65x65,
+          97x97, 65x129, 129x129, 33x257: block_cr where NZ <= 127, batched_cr with
+          numerics.batched_blocks = lu ("batched_cr lu", replayed from its CUDA graph) and, where
+          NZ <= blocktri.GJ_MAX_NZ, gauss_jordan ("batched_cr gj"; "nograph": numerics.linsys_graph
+          = false).  Accuracy against SuperLU, Dirichlet entries exact, two solves bitwise equal,
           graph bitwise equal to no graph, and the median time per solve (CUDA events; host_ms: the
           host's wall time of the call);
+  gjinv   kernel gj_inverse alone (32 blocks of n = 33 .. 193 per launch) per thread count and
+          register row slots: error against numpy, median time per launch;
   eigen   numerics.eigen: the kernel eigenvalues (bisection) vs eigenvalues_nr warm-started from
           the levels of V after a 1e-3 max|V| change of V (a Newton update), per call, at the same
           meshes: difference / ||T||, Sturm evaluations, median time per call;
@@ -44,12 +46,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from solver.backend import get_backend  # noqa: E402
 from solver.bsp import bench, blocktri_batched, kernels, poisson, schrodinger  # noqa: E402
+from solver.bsp.blocktri import GJ_MAX_NZ  # noqa: E402
 from solver.bsp.model import Model, load  # noqa: E402
 from solver.io import atomic_path  # noqa: E402
 
 NP = get_backend("numpy")
 ROWS: list[dict] = []
-GPU_MESHES = ((65, 65), (65, 129), (129, 129), (33, 257))
+GPU_MESHES = ((33, 33), (65, 65), (97, 97), (65, 129), (129, 129), (33, 257))
 CPU_MESHES = ((17, 33), (9, 65))
 BENCH_GPU = ("6x33x33x150x24", "6x65x65x300x48", "6x65x129x300x48", "6x33x257x150x24")
 
@@ -135,12 +138,14 @@ def part_linsys(env, rng):
             variants = ["batched_cr"]
             row("linsys", mesh, "superlu", "ms", env.time_ms(lambda: poisson.solve_linsys(m, NP, sysm, A0, b0)))
         else:
-            variants = (["block_cr"] if NZ <= 127 else ["dense"]) + ["batched_cr", "batched_cr nograph", "batched_cr gj"]
+            variants = ((["block_cr"] if NZ <= 127 else []) + ["batched_cr lu"]
+                        + (["batched_cr gj", "batched_cr gj nograph"] if NZ <= GJ_MAX_NZ else []))
         xs = {}
         for v in variants:
             try:
                 extra = ((["numerics.linsys_graph=false"] if "nograph" in v else [])
-                         + (["numerics.batched_blocks=gauss_jordan"] if v.endswith(" gj") else []))
+                         + ([f"numerics.batched_blocks={'lu' if ' lu' in v else 'gauss_jordan'}"]
+                            if " " in v else []))
                 mv = model(NX, NZ, f"numerics.linsys={v.split()[0]}", *extra)
                 table = kernels.REGISTRY.table(env.backend.name)
                 cons = table.get("construct_linsys", blocktri_batched.construct_linsys)
@@ -153,9 +158,10 @@ def part_linsys(env, rng):
                 row("linsys", mesh, v, "dirichlet_exact", float(np.array_equal(x[d], bvals[d])))
                 row("linsys", mesh, v, "repeat_bitwise", float(np.array_equal(x, env.host(x2))))
                 xs[v] = x
-                if v == "batched_cr nograph" and "batched_cr" in xs:
-                    row("linsys", mesh, "batched_cr", "graph_bitwise_nograph", float(np.array_equal(x, xs["batched_cr"])))
-                reps = 3 if v == "dense" else None
+                if v == "batched_cr gj nograph" and "batched_cr gj" in xs:
+                    row("linsys", mesh, "batched_cr gj", "graph_bitwise_nograph",
+                        float(np.array_equal(x, xs["batched_cr gj"])))
+                reps = None
                 row("linsys", mesh, v, "ms", env.time_ms(lambda: solve(mv, env.backend, sysm, A, b), reps))
                 row("linsys", mesh, v, "host_ms", env.time_ms(lambda: solve(mv, env.backend, sysm, A, b), reps, host=True))
                 row("linsys", mesh, v, "construct_ms",
@@ -168,6 +174,32 @@ def part_linsys(env, rng):
         row("linsys", mesh, "batched_cr", "model_gflop", sum(lv["getrf"] + lv["getrs"] + lv["gemm"] + lv["back"]
                                                              for lv in c) / 1e9)
         row("linsys", mesh, "batched_cr", "model_launches", sum(lv["launches"] for lv in c))
+
+
+# ---------------------------------------------------------------------- gjinv
+GJ_SIZES = (65, 97, 129, 165, 193)
+GJ_CONFIGS = ((1024, 8), (1024, 16), (1024, 24), (512, 32))
+
+
+def part_gjinv(env, rng, m=32):
+    """Kernel gj_inverse alone: m blocks of size n per launch (one level of the batched solve),
+    per (threads at most, register row slots): max error against numpy's inverse and the median
+    time per launch (the per-step latency is ms / n)."""
+    from solver.bsp.kernels.cuda import newton
+    for n in GJ_SIZES:
+        a = rng.standard_normal((m, n, n)) + 2.0 * np.sqrt(n) * np.eye(n)
+        want = np.linalg.inv(a)
+        ad = env.xp.asarray(a)
+        for mt, rr in GJ_CONFIGS:
+            name = f"t{mt} r{rr}"
+            try:
+                rg, nt, rreg, smem = newton.gj_config(n, mt, rr)
+                got = env.host(newton.gj_inverse(ad, max_threads=mt, rreg=rr))
+                row("gjinv", str(n), name, "maxrel", float(np.abs(got - want).max() / np.abs(want).max()),
+                    f"RG {rg} NT {nt} RREG {rreg} smem {smem}")
+                row("gjinv", str(n), name, "ms", env.time_ms(lambda: newton.gj_inverse(ad, max_threads=mt, rreg=rr)))
+            except Exception as exc:
+                row("gjinv", str(n), name, "error", float("nan"), f"{type(exc).__name__}: {exc}"[:200])
 
 
 # ---------------------------------------------------------------------- eigen
@@ -242,8 +274,8 @@ def part_runs(env, rng):
 
 # ---------------------------------------------------------------------- ITER phases per step
 PHASE_MESHES = ("6x65x65x300x48", "6x65x129x300x48")
-PHASE_CONFIGS = {"auto": [], "block_cr": ["numerics.linsys=block_cr"], "batched_cr": ["numerics.linsys=batched_cr"],
-                 "batched_cr nograph": ["numerics.linsys=batched_cr", "numerics.linsys_graph=false"],
+PHASE_CONFIGS = {"auto": [], "block_cr": ["numerics.linsys=block_cr"],
+                 "batched_cr lu": ["numerics.linsys=batched_cr", "numerics.batched_blocks=lu"],
                  "batched_cr gj": ["numerics.linsys=batched_cr", "numerics.batched_blocks=gauss_jordan"]}
 
 
@@ -305,14 +337,15 @@ def main(argv=None):
     ap.add_argument("--out", required=True, help="output directory")
     ap.add_argument("--cpu", action="store_true", help="NumPy only (the parts that run without CuPy)")
     ap.add_argument("--bench-timeout", type=float, default=60.0, help="seconds per bench case")
-    ap.add_argument("--parts", default="linsys,eigen,runs,phases,bench", help="comma-separated parts to run")
+    ap.add_argument("--parts", default="linsys,gjinv,eigen,runs,phases,bench", help="comma-separated parts to run")
     args = ap.parse_args(argv)
     parts = set(args.parts.split(","))
     t0 = time.perf_counter()
     env = Env(args.cpu)
     rng = np.random.default_rng(2026)
     Path(args.out).mkdir(parents=True, exist_ok=True)
-    for name, fn in (("linsys", lambda: part_linsys(env, rng)), ("eigen", lambda: part_eigen(env, rng)),
+    for name, fn in (("linsys", lambda: part_linsys(env, rng)), ("gjinv", lambda: part_gjinv(env, rng)),
+                     ("eigen", lambda: part_eigen(env, rng)),
                      ("runs", lambda: part_runs(env, rng)), ("phases", lambda: part_phases(env)),
                      ("bench", lambda: part_bench(env, args.out, args.bench_timeout))):
         if name in parts:

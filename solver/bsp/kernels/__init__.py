@@ -29,7 +29,7 @@ formed by bte.rhs + bte.rk3_combine and DENS as before.  ``RK_wphi`` (cupy and n
 One variant is array code and so runs on every backend: ``numerics.linsys: batched_cr``
 (solver/bsp/blocktri_batched.py, block cyclic reduction over batched LU / GEMM).  Set explicitly,
 it replaces the backend's Newton system on numpy (SuperLU) and numba (the CR kernels); on cupy
-newton.py runs it (construct kernel + the batched solve), and ``auto`` selects it where NZ > MAX_NZ.
+newton.py runs it (construct kernel + the batched solve), and ``auto`` selects it there.
 """
 from __future__ import annotations
 
@@ -109,13 +109,10 @@ def _array_variant(model, name: str):
 
 def linsys_variant(model) -> str:
     """The Newton system that runs where a phase has a fast path (numerics.linsys; auto =
-    block_cr where NZ <= MAX_NZ, else batched_cr)."""
-    from solver.bsp.blocktri import MAX_NZ
-
+    batched_cr at every NZ: measured faster than block_cr from NZ = 33 up, docs/performance-iter-next.md
+    section 9)."""
     v = _numerics(model, "linsys", "auto")
-    if v == "auto":
-        return "block_cr" if model.NZ <= MAX_NZ else "batched_cr"
-    return v
+    return "batched_cr" if v == "auto" else v
 
 
 def linsys_graph(model) -> bool:
@@ -124,8 +121,14 @@ def linsys_graph(model) -> bool:
 
 
 def batched_blocks(model) -> str:
-    """numerics.batched_blocks: how the cupy batched_cr solve solves its blocks (lu | gauss_jordan)."""
-    return _numerics(model, "batched_blocks", "lu")
+    """numerics.batched_blocks: how the cupy batched_cr solve solves its blocks (lu | gauss_jordan;
+    auto = gauss_jordan where NZ <= blocktri.GJ_MAX_NZ, else lu)."""
+    from solver.bsp.blocktri import GJ_MAX_NZ
+
+    v = _numerics(model, "batched_blocks", "auto")
+    if v == "auto":
+        return "gauss_jordan" if model.NZ <= GJ_MAX_NZ else "lu"
+    return v
 
 
 def eigen_variant(model) -> str:

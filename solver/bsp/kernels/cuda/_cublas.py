@@ -8,9 +8,11 @@ its own workspace (``cublasSetWorkspace``: no allocation by cuBLAS during a capt
 
 ``gesv(a, b)``    the solve of ``cupy.cublas.batched_gesv`` (same steps: column-major copies,
                   getrfBatched with partial pivoting, getrsBatched), a (m, n, n), b (m, n, k);
-``matmul(a, b)``  a (m, p, q) @ b (m, q, r) by one cublasDgemmStridedBatched (each matrix
-                  row- or column-major, any batch stride, so the strided slices and the transposed
-                  gesv results of blocktri_batched need no copies), result C-contiguous (m, p, r).
+``matmul(a, b, out=None)``  a (m, p, q) @ b (m, q, r) by one cublasDgemmStridedBatched (each
+                  matrix row- or column-major, any batch stride, so the strided slices and the
+                  transposed gesv results of blocktri_batched need no copies), into ``out`` (a
+                  row-major view, any row and batch stride: the blocks of newton.GaussJordanCR in
+                  place) or a new C-contiguous (m, p, r).
 float64 only.  The arrays are CuPy arrays; every launch goes to ``stream`` (the caller makes it
 the current stream, so that CuPy's own kernels in between go there too).
 """
@@ -105,12 +107,20 @@ class Blas:
             raise RuntimeError(f"cublasDgetrsBatched: parameter {-info.value} had an illegal value")
         return bt.transpose(0, 2, 1)
 
-    def matmul(self, a, b):
-        """a (m, p, q) @ b (m, q, r) -> C-contiguous (m, p, r), float64."""
+    def matmul(self, a, b, out=None):
+        """a (m, p, q) @ b (m, q, r) -> ``out`` (m, p, r) with unit column stride, or a new
+        C-contiguous array; float64."""
         m, p, q = a.shape
         r = b.shape[2]
         if b.shape[:2] != (m, q):
             raise ValueError(f"matmul: shapes {a.shape} and {b.shape} do not match")
+        if out is None:
+            out = cp.empty((m, p, r))
+        if out.size == 0:
+            return out
+        lc = _layout(out)
+        if out.shape != (m, p, r) or lc is None or lc[0] != _OP_N:
+            raise ValueError(f"matmul: out {out.shape} {out.strides} is not a row-major (m, p, r) stack")
         la = _layout(a)
         if la is None:
             a = cp.ascontiguousarray(a, dtype=cp.float64)
@@ -119,15 +129,12 @@ class Blas:
         if lb is None:
             b = cp.ascontiguousarray(b, dtype=cp.float64)
             lb = _layout(b)
-        c = cp.empty((m, p, r))
-        if c.size == 0:
-            return c
         # row-major C = A B is column-major C^T = B^T A^T: (r x p) = (r x q) (q x p)
         ll, i = ctypes.c_longlong, ctypes.c_int
         _check(self._lib.cublasDgemmStridedBatched(
             self.handle, i(lb[0]), i(la[0]), i(r), i(p), i(q),
             ctypes.byref(self._one), ctypes.c_void_p(b.data.ptr), i(lb[1]), ll(lb[2]),
             ctypes.c_void_p(a.data.ptr), i(la[1]), ll(la[2]),
-            ctypes.byref(self._zero), ctypes.c_void_p(c.data.ptr), i(r), ll(p * r), i(m)),
+            ctypes.byref(self._zero), ctypes.c_void_p(out.data.ptr), i(lc[1]), ll(lc[2]), i(m)),
             "cublasDgemmStridedBatched")
-        return c
+        return out

@@ -16,14 +16,15 @@ poisson function of the same name.
 ``newton_norms``      the four Newton norms + all(isfinite(x)) in one reduction and ONE host read.
 
 Variant ``numerics.linsys`` (construct_linsys and solve_linsys): ``block_cr`` (the above; NZ <=
-MAX_NZ), ``batched_cr`` (the same block form from construct_kernel, solved by
-blocktri_batched.solve_cr_batched: block cyclic reduction over cuBLAS batched LU
-(``cupy.cublas.batched_gesv``) and strided-batched GEMM, any NZ), ``dense`` (dense.py: cuSOLVER LU
-of the dense matrix; kept as the baseline of the benchmarks), ``auto`` (default) = block_cr where
-NZ <= MAX_NZ, batched_cr otherwise.  batched_cr's own keys: ``numerics.linsys_graph`` (default
-true: the solve replayed from one CUDA graph per Newton system, ``BatchedGraph``, cuBLAS through
-_cublas.py) and ``numerics.batched_blocks`` (lu = cuBLAS getrf/getrsBatched, gauss_jordan = the
-block inverses of batched_inverse.cu's gj_inverse times the right-hand sides by one GEMM).
+MAX_NZ), ``batched_cr`` (the same block form from construct_kernel, solved by block cyclic
+reduction with every level batched over its blocks, any NZ), ``dense`` (dense.py: cuSOLVER LU of
+the dense matrix; kept as the baseline of the benchmarks), ``auto`` (default; kernels.linsys_variant).
+batched_cr's own keys: ``numerics.batched_blocks`` (gauss_jordan = ``GaussJordanCR``: the block
+inverses of batched_inverse.cu's gj_inverse, registers + shared memory, NZ <= blocktri.GJ_MAX_NZ,
+the level updates fused in batched_cr.cu and the products by strided-batched DGEMM, ~40 launches
+per solve; lu = blocktri_batched.solve_cr_batched over cuBLAS getrf/getrsBatched and GEMM, ~180
+launches, any NZ; auto = gauss_jordan where it fits) and ``numerics.linsys_graph`` (default true: the
+solve replayed from one CUDA graph per Newton system, ``BatchedGraph``, cuBLAS through _cublas.py).
 """
 from __future__ import annotations
 
@@ -40,8 +41,15 @@ from solver.bsp.kernels.cuda import _build, _cublas, dense
 
 MAX_NZ = blocktri.MAX_NZ  # the solve kernels' pivot key holds the row in 7 bits
 CR_NWARPS = 32  # warps per cr_eliminate block (capped at NZ)
-GJ_NWARPS = 32  # warps per gj_inverse block (capped at n)
+GJ_MAX_THREADS = 1024  # threads per gj_inverse block (at most)
+GJ_RREG = 16  # row slots per thread of gj_inverse kept in registers (the rest in shared memory)
 GJ_MAX_N = 511  # gj_inverse's pivot key holds the row in 9 bits
+GJ_SMEM_MAX = 227 * 1024  # shared memory per thread block, opt-in (Hopper)
+# gj_inverse's exchange step with the row factors precomputed (FACTORS = 1) where a thread holds at
+# most this many rows; the in-loop form beyond (measured, H200: 0.11 vs 0.13 ms per launch of 32
+# blocks at n = 65, 0.21 vs 0.24 at 97, but 0.84-0.89 vs 0.45 ms at 129 (RS = 19))
+GJ_FACTORS_MAX_RS = 10
+_SMEM_SET: set = set()  # gj_inverse builds whose max_dynamic_shared_size_bytes is raised
 OPTIONS = ("-std=c++14",)
 BLOCK = 256
 
@@ -91,80 +99,179 @@ def solve_linsys(model, backend, sysm, A, b):
     return solve_linsys_cr(model, backend, sysm, A, b)
 
 
-def gj_inverse(a):
-    """inv (m, n, n), C-contiguous, of a stack a (m, n, n): kernel gj_inverse (batched_inverse.cu),
-    one thread block of min(GJ_NWARPS, n) warps per matrix (n <= GJ_MAX_N)."""
+def gj_config(n: int, max_threads: int = GJ_MAX_THREADS, rreg: int = GJ_RREG):
+    """(RG, NT, RREG, shared bytes) of gj_inverse for blocks of size n: RG = min(n, max_threads // n)
+    row groups (thread t < RG n owns column t % n of rows t // n + RG s; NT = RG n rounded up to a
+    warp), RREG = min(rows per thread, rreg) row slots in registers, the rest in dynamic shared
+    memory."""
+    rg = max(1, min(n, max_threads // n))
+    nt = -(-rg * n // 32) * 32
+    rs = -(-n // rg)
+    rr = min(rs, rreg)
+    return rg, nt, rr, 8 * (rs - rr) * nt
+
+
+def gj_fits(n: int) -> bool:
+    """Whether gj_inverse runs blocks of size n (pivot key: n <= 511; shared memory: n <= ~204)."""
+    return n <= GJ_MAX_N and gj_config(n)[3] + 40 * n + 8 <= GJ_SMEM_MAX
+
+
+def _gj_kernel(n: int, max_threads: int = GJ_MAX_THREADS, rreg: int = GJ_RREG):
+    """(kernel, threads, dynamic shared bytes) of gj_inverse for blocks of size n."""
+    rg, nt, rr, smem = gj_config(n, max_threads, rreg)
+    if n > GJ_MAX_N or smem + 40 * n + 8 > GJ_SMEM_MAX:
+        raise ValueError(f"gj_inverse: block size {n} needs {smem + 40 * n + 8} bytes of shared memory "
+                         f"(at most {GJ_SMEM_MAX}) or exceeds {GJ_MAX_N}")
+    factors = int(-(-n // rg) <= GJ_FACTORS_MAX_RS)
+    defines = {"N": n, "RG": rg, "NT": nt, "RREG": rr, "FACTORS": factors}
+    fn = _build.function("batched_inverse.cu", "gj_inverse", OPTIONS, defines)
+    key = tuple(sorted(defines.items()))
+    if smem > 48 * 1024 and key not in _SMEM_SET:
+        fn.max_dynamic_shared_size_bytes = smem
+        _SMEM_SET.add(key)
+    return fn, nt, smem
+
+
+def gj_inverse(a, rhs=None, max_threads=GJ_MAX_THREADS, rreg=GJ_RREG):
+    """inv (m, n, n), C-contiguous, of a stack a (m, n, n) by kernel gj_inverse (batched_inverse.cu,
+    one thread block per matrix); with ``rhs`` (m, n) also z = inv @ rhs: (inv, z)."""
     m, n, _ = a.shape
-    if n > GJ_MAX_N:
-        raise ValueError(f"gj_inverse: n <= {GJ_MAX_N} (the pivot key holds the row in 9 bits), not {n}")
+    fn, nt, smem = _gj_kernel(n, max_threads, rreg)
     a = cp.ascontiguousarray(a, dtype=cp.float64)
-    nw = max(1, min(GJ_NWARPS, n))
     out = cp.empty((m, n, n))
+    z = cp.empty((m, n))
+    v = z if rhs is None else cp.ascontiguousarray(rhs, dtype=cp.float64)
+    i32 = np.int32
     if m:
-        _build.function("batched_inverse.cu", "gj_inverse", OPTIONS, {"N": n, "NWARPS": nw})((m,), (nw * 32,), (a, out))
-    return out
+        fn((m,), (nt,), (a, out, i32(0), i32(1), v, i32(rhs is not None), i32(0), i32(n), i32(1), z),
+           shared_mem=smem)
+    return out if rhs is None else (out, z)
 
 
-def _block_solver(model, blas=None):
-    """(gesv, matmul) of the batched solve: numerics.batched_blocks lu = cuBLAS getrf/getrsBatched
-    (CuPy's batched_gesv, or _cublas.Blas inside a graph), gauss_jordan = gj_inverse then one
-    GEMM; the products by CuPy's matmul, or Blas.matmul inside a graph."""
-    matmul = cp.matmul if blas is None else blas.matmul
+class GaussJordanCR:
+    """Block cyclic reduction with Gauss-Jordan block inverses and fused level kernels
+    (numerics.batched_blocks = gauss_jordan; batched_cr.cu documents the layout): per level h one
+    gj_inverse launch over the eliminated blocks (in place; level 0 also z = B^-1 b), then
+      level 0:  bcr_update0 (the kept updates are scalings of W = B^-1: no GEMM),
+      h >= 2:   X = B^-1 [A | C | r], P = A_k X_{k-h}, Q = C_k X_{k+h} (three strided-batched DGEMMs
+                through ``blas``, on the blocks in place, no copies) and bcr_update;
+    column 0 by gj_inverse with its right-hand side, then log2(NX) + 1 bcr_backsub launches: 2 + 5
+    (log2(NX) - 1) + 2 + log2(NX) launches, no host synchronisation (~41 at NX = 129, against ~180
+    of the array code).  Work arrays are allocated once; ``__call__(D, lo, up, b, dirm)`` reads its
+    inputs and returns x (NX, NZ), its own buffer (overwritten by the next call)."""
+
+    def __init__(self, NX: int, NZ: int, blas):
+        n = NZ
+        self.NX, self.NZ, self.blas = NX, NZ, blas
+        self.Bw = cp.empty((NX, n, n))
+        self.R = cp.zeros((NX, n, 2 * n + 1))
+        self.X = cp.zeros((NX, n, 2 * n + 1))
+        self.z = cp.zeros((NX, n))
+        half = max(1, (NX + 3) // 4 + 1)
+        self.P = cp.empty((half, n, 2 * n + 1))
+        self.Q = cp.empty((half, n, 2 * n + 1))
+        self.x = cp.empty((NX, n))
+        self.inv = _gj_kernel(n)
+        self.k = {k: _build.function("batched_cr.cu", k, OPTIONS, {"N": n})
+                  for k in ("bcr_update0", "bcr_update", "bcr_backsub")}
+
+    def _invert(self, src, first, step, count, rhs=None, rhs_off=0, rhs_bs=0, rhs_ld=0):
+        fn, nt, smem = self.inv
+        i32 = np.int32
+        v = self.z if rhs is None else rhs
+        fn((count,), (nt,), (src, self.Bw, i32(first), i32(step), v, i32(rhs is not None), i32(rhs_off),
+                             i32(rhs_bs), i32(rhs_ld), self.z), shared_mem=smem)
+
+    def __call__(self, D, lo, up, b, dirm):
+        NX, n = self.NX, self.NZ
+        dirm = dirm.view(cp.uint8)  # the kernel reads the bool mask as unsigned char
+        ld = 2 * n + 1
+        Bw, R, X, P, Q, mm = self.Bw, self.R, self.X, self.P, self.Q, self.blas.matmul
+        i32 = np.int32
+        levels = blocktri.cr_levels(NX)
+        for h, first, step, ne, nk in levels:
+            if h == 1:
+                self._invert(D, 1, 2, ne, b, 0, n, 1)
+                _build.launch(self.k["bcr_update0"], nk * n * n, BLOCK, (D, lo, up, b, self.z, i32(NX), i32(nk), Bw, R))
+                continue
+            self._invert(Bw, h, step, ne)
+            mm(Bw[h::step][:ne], R[h::step][:ne], out=X[h::step][:ne])
+            if nk > 1:
+                mm(R[step::step][:nk - 1, :, :n], X[h::step][:nk - 1], out=P[:nk - 1])
+            mm(R[0::step][:ne, :, n:2 * n], X[h::step][:ne], out=Q[:ne])
+            _build.launch(self.k["bcr_update"], nk * n * n, BLOCK, (P, Q, i32(h), i32(nk), i32(ne), Bw, R))
+        if levels:
+            self._invert(Bw, 0, 1, 1, R, 2 * n, n * ld, ld)
+        else:
+            self._invert(D, 0, 1, 1, b, 0, n, 1)
+        back = self.k["bcr_backsub"]
+        for h in [0] + [lv[0] for lv in reversed(levels)]:
+            ne = 1 if h == 0 else (NX - 1 - h) // (2 * h) + 1
+            back((ne,), (256,), (Bw, X, self.z, lo, up, b, dirm, i32(NX), i32(h), self.x))
+        return self.x
+
+
+def _block_solver(model, NX: int, NZ: int, blas=None):
+    """The batched solve (D, lo, up, b, dirm) -> x (NX, NZ) of numerics.batched_blocks: lu =
+    blocktri_batched.solve_cr_batched over cuBLAS getrf/getrsBatched (CuPy's batched_gesv, or
+    _cublas.Blas inside a graph) and CuPy's matmul (Blas.matmul inside a graph); gauss_jordan =
+    GaussJordanCR (cuBLAS through ``blas``, default one bound to the current stream)."""
     if batched_blocks(model) == "gauss_jordan":
-        return (lambda a, rhs: matmul(gj_inverse(a), rhs)), matmul
-    return (cublas.batched_gesv if blas is None else blas.gesv), matmul
+        return GaussJordanCR(NX, NZ, _cublas.Blas(cp.cuda.get_current_stream()) if blas is None else blas)
+    gesv, matmul = (cublas.batched_gesv, cp.matmul) if blas is None else (blas.gesv, blas.matmul)
+    return lambda D, lo, up, b, dirm: blocktri_batched.solve_cr_batched(cp, D, lo, up, b, dirm, gesv=gesv,
+                                                                       matmul=matmul)
 
 
 def solve_linsys_batched(model, backend, sysm, A, b):
-    """x (NX NZ,) by blocktri_batched.solve_cr_batched on the device, the batched LU solves by
-    cuBLAS getrfBatched / getrsBatched (``cupy.cublas.batched_gesv``, also beyond cupy.linalg.solve's
-    batched limit of 256), no host synchronisation.  ``numerics.linsys_graph`` (default true): the
-    solve replayed from one CUDA graph per (system, NX, NZ) (``BatchedGraph``), else the ~180 CuPy
-    launches of the array code each time."""
+    """x (NX NZ,) by block cyclic reduction over batched block operations (``_block_solver``), no
+    host synchronisation.  ``numerics.linsys_graph`` (default true): the solve replayed from one CUDA
+    graph per (system, NX, NZ, batched_blocks) (``BatchedGraph``), else launched each time (the
+    gauss_jordan solver and its work arrays cached per system)."""
     D, lo, up = A
-    if not linsys_graph(model):
-        gesv, matmul = _block_solver(model)
-        dirm = _static(model, sysm)[3]
-        return blocktri_batched.solve_cr_batched(cp, D, lo, up, b, dirm, gesv=gesv, matmul=matmul).ravel()
-    return _batched_graph(model, sysm).solve(D, lo, up, b)
-
-
-def _batched_graph(model, sysm):
-    """The BatchedGraph of this Newton system and numerics.batched_blocks, cached on the model
-    (rebuilt for a new system)."""
-    key = ("cuda.newton", "batched_graph", sysm.x_bc, batched_blocks(model))
+    key = ("cuda.newton", "batched_graph" if linsys_graph(model) else "batched", sysm.x_bc,
+           batched_blocks(model))
     cache = model.device_cache
     if key not in cache or cache[key][0] is not sysm:
-        cache[key] = (sysm, BatchedGraph(model, sysm.NX, sysm.NZ, _static(model, sysm)[3]))
-    return cache[key][1]
+        dirm = _static(model, sysm)[3]
+        if linsys_graph(model):
+            cache[key] = (sysm, BatchedGraph(model, sysm.NX, sysm.NZ, dirm))
+        else:
+            cache[key] = (sysm, (_block_solver(model, sysm.NX, sysm.NZ), dirm))
+    obj = cache[key][1]
+    if isinstance(obj, BatchedGraph):
+        return obj.solve(D, lo, up, b)
+    solver, dirm = obj
+    return solver(D, lo, up, b, dirm).ravel().copy()
 
 
 def _solve_batched(solver, D, lo, up, b, dirm):
-    gesv, matmul = solver
-    return blocktri_batched.solve_cr_batched(cp, D, lo, up, b, dirm, gesv=gesv, matmul=matmul)
+    return solver(D, lo, up, b, dirm)
 
 
 class BatchedGraph:
-    """solve_cr_batched of one (NX, NZ) and Dirichlet mask, captured once as a CUDA graph.
+    """The batched solve of one (NX, NZ), Dirichlet mask and numerics.batched_blocks, captured once
+    as a CUDA graph.
 
     ``solve(D, lo, up, b)`` copies the system into the graph's fixed input buffers, replays the
-    captured launches (getrf/getrsBatched, GEMMs, the slice updates: ~180 at 65 x 129) with one
-    cudaGraphLaunch on the current stream, and returns a copy of the graph's output x (NX NZ,):
-    ~6 host launches instead of ~180.  cuBLAS is called through _cublas.Blas (CuPy refuses cuBLAS
-    calls during a capture): the LU solves are the steps of cupy.cublas.batched_gesv, the products
-    one strided-batched DGEMM each (agrees with the uncaptured array code to rounding).  The graph's
-    temporaries come from a private CuPy memory pool that nothing else allocates from, so the
-    addresses baked into the graph stay its own for its lifetime.  The first solve runs the array
-    code once uncaptured on the capture stream (kernel compiles, the pool's blocks: no allocation
+    captured launches (lu: getrf/getrsBatched, GEMMs, the slice updates, ~180 at 65 x 129;
+    gauss_jordan: GaussJordanCR's ~40) with one cudaGraphLaunch on the current stream, and returns
+    a copy of the graph's output x (NX NZ,).  cuBLAS is called through _cublas.Blas (CuPy refuses
+    cuBLAS calls during a capture): the LU solves are the steps of cupy.cublas.batched_gesv, the
+    products one strided-batched DGEMM each (agrees with the uncaptured array code to rounding).
+    The graph's temporaries come from a private CuPy memory pool that nothing else allocates from,
+    so the addresses baked into the graph stay its own for its lifetime.  The first solve runs the
+    solve once uncaptured on the capture stream (kernel compiles, the pool's blocks: no allocation
     during the capture), then captures it."""
 
     def __init__(self, model, NX: int, NZ: int, dirm):
         self.shape = (NX, NZ)
         self.dirm = dirm  # held: the graph reads it by address
-        self.inputs = (cp.empty((NX, NZ, NZ)), cp.empty((NX, NZ)), cp.empty((NX, NZ)), cp.empty((NX, NZ)))
         self._pool = cp.cuda.MemoryPool()
         self._stream = cp.cuda.Stream(non_blocking=True)
-        self._solver = _block_solver(model, _cublas.Blas(self._stream))
+        with cp.cuda.using_allocator(self._pool.malloc):
+            self.inputs = (cp.empty((NX, NZ, NZ)), cp.empty((NX, NZ)), cp.empty((NX, NZ)), cp.empty((NX, NZ)))
+            self._solver = _block_solver(model, NX, NZ, _cublas.Blas(self._stream))
         self._graph = None
         self._x = None
 

@@ -1,0 +1,128 @@
+/* The fused level kernels of the batched block cyclic reduction with Gauss-Jordan block inverses
+   (newton.GaussJordanCR, numerics.batched_blocks = gauss_jordan; blocktri.solve_cr is the array
+   reference of the algorithm).  Compiled with -std=c++14 and the define N (block size).
+
+   Layout (all row-major, indexed by the block column i of the mesh, no compaction):
+     Bw (NX, N, N)       the kept blocks B_i; an eliminated column's block becomes its inverse
+                         (written by gj_inverse, batched_inverse.cu);
+     R  (NX, N, 2N + 1)  [A_i | C_i | r_i] of the columns active after level 0;
+     X  (NX, N, 2N + 1)  B_i^-1 [A_i | C_i | r_i] of the columns eliminated at h >= 2 (one GEMM);
+     z  (NX, N)          B_i^-1 b_i of level 0 (h = 1) and of column 0 (the top).
+   Level 0: A = diag(lo), C = diag(up), so B^-1 [A | C | r] = [W diag(lo) | W diag(up) | z] with
+   W = B^-1: its kept updates are row and column scalings of W (bcr_update0, no GEMM).  Level h >= 2:
+   P = A_k X_{k-h}, Q = C_k X_{k+h} (two strided-batched GEMMs), then bcr_update:
+     B_k -= P[:, N:2N] + Q[:, :N],  A_k = -P[:, :N],  C_k = -Q[:, N:2N],  r_k -= P[:, 2N] + Q[:, 2N].
+   A kept column without a left (right) neighbour gets A = 0 (C = 0).  bcr_backsub: one level of the
+   back substitution (h = 0: column 0). */
+#define LD (2 * N + 1)
+
+// Level 0, kept columns k = 2m: one thread per (m, r, c < N).  D, lo, up, b: the system; Bw holds
+// W = B^-1 at the odd columns (read) and receives the kept B at the even ones.
+extern "C" __global__ void bcr_update0(
+    const double* __restrict__ D, const double* __restrict__ lo, const double* __restrict__ up,
+    const double* __restrict__ b, const double* __restrict__ z, const int NX, const int nkept,
+    double* Bw, double* __restrict__ R)
+{
+    const long long total = (long long)nkept * N * N;
+    const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= total) return;
+    const int c = (int)(t % N);
+    const int r = (int)((t / N) % N);
+    const int k = 2 * (int)(t / ((long long)N * N));
+    const size_t e = (size_t)k * N * N + (size_t)r * N + c;
+    const size_t o = (size_t)k * N * LD + (size_t)r * LD;
+    double bv = D[e], an = 0.0, cn = 0.0;
+    double rv = b[k * N + r];
+    if (k >= 1) {
+        const double l = lo[k * N + r];
+        const double w = Bw[e - (size_t)N * N];
+        bv -= l * w * up[(k - 1) * N + c];
+        an = -(l * w * lo[(k - 1) * N + c]);
+        rv -= l * z[(k - 1) * N + r];
+    }
+    if (k + 1 < NX) {
+        const double u = up[k * N + r];
+        const double w = Bw[e + (size_t)N * N];
+        bv -= u * w * lo[(k + 1) * N + c];
+        if (k + 2 < NX) cn = -(u * w * up[(k + 1) * N + c]);
+        rv -= u * z[(k + 1) * N + r];
+    }
+    Bw[e] = bv;
+    R[o + c] = an;
+    R[o + N + c] = cn;
+    if (c == 0) R[o + 2 * N] = rv;
+}
+
+// Level h >= 2, kept columns k = 2 h m (m < nkept): one thread per (m, r, c < N); P[m - 1] (m >= 1)
+// and Q[m] (m < nelim) are (N, 2N + 1) products of the GEMMs, contiguous.
+extern "C" __global__ void bcr_update(
+    const double* __restrict__ P, const double* __restrict__ Q, const int h, const int nkept,
+    const int nelim, double* __restrict__ Bw, double* __restrict__ R)
+{
+    const long long total = (long long)nkept * N * N;
+    const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= total) return;
+    const int c = (int)(t % N);
+    const int r = (int)((t / N) % N);
+    const int m = (int)(t / ((long long)N * N));
+    const int k = 2 * h * m;
+    const size_t e = (size_t)k * N * N + (size_t)r * N + c;
+    const size_t o = (size_t)k * N * LD + (size_t)r * LD;
+    double bv = Bw[e], an = 0.0, cn = 0.0, dr = 0.0;
+    if (m >= 1) {
+        const double* p = P + (size_t)(m - 1) * N * LD + (size_t)r * LD;
+        bv -= p[N + c];
+        an = -p[c];
+        dr += p[2 * N];
+    }
+    if (m < nelim) {
+        const double* q = Q + (size_t)m * N * LD + (size_t)r * LD;
+        bv -= q[c];
+        cn = -q[N + c];
+        dr += q[2 * N];
+    }
+    Bw[e] = bv;
+    R[o + c] = an;
+    R[o + N + c] = cn;
+    if (c == 0) R[o + 2 * N] -= dr;
+}
+
+// Back substitution of the columns eliminated at stride h (block m: column i = h + 2 h m), a warp
+// per row, the lanes over the dot products (fixed order: bitwise repeatable):
+//   h = 1:  x_i = z_i - W_i (lo_i x_{i-1} + up_i x_{i+1})
+//   h >= 2: x_i = Xr_i - XA_i x_{i-h} - XC_i x_{i+h}
+//   h = 0:  x_0 = z_0 (one block).
+// Dirichlet entries = b exactly, as poisson.solve_linsys.
+extern "C" __global__ void bcr_backsub(
+    const double* __restrict__ Bw, const double* __restrict__ X, const double* __restrict__ z,
+    const double* __restrict__ lo, const double* __restrict__ up, const double* __restrict__ b,
+    const unsigned char* __restrict__ dir, const int NX, const int h, double* x)
+{
+    const int lane = threadIdx.x & 31;
+    const int nw = blockDim.x >> 5;
+    const int i = h == 0 ? 0 : h + 2 * h * (int)blockIdx.x;
+    const bool right = h > 0 && i + h < NX;
+    for (int r = threadIdx.x >> 5; r < N; r += nw) {
+        double s = 0.0, v;
+        if (h == 1) {
+            const double* w = Bw + (size_t)i * N * N + (size_t)r * N;
+            for (int q = lane; q < N; q += 32) {
+                double tq = lo[i * N + q] * x[(i - 1) * N + q];
+                if (right) tq += up[i * N + q] * x[(i + 1) * N + q];
+                s += w[q] * tq;
+            }
+        } else if (h > 1) {
+            const double* xa = X + (size_t)i * N * LD + (size_t)r * LD;
+            for (int q = lane; q < N; q += 32) {
+                s += xa[q] * x[(i - h) * N + q];
+                if (right) s += xa[N + q] * x[(i + h) * N + q];
+            }
+        }
+        #pragma unroll
+        for (int off = 16; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
+        if (h > 1) v = X[(size_t)i * N * LD + (size_t)r * LD + 2 * N] - s;
+        else v = z[i * N + r] - s;
+        const int gidx = i * N + r;
+        if (lane == 0) x[gidx] = dir[gidx] ? b[gidx] : v;
+    }
+}
