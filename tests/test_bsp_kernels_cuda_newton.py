@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from solver.backend import get_backend
-from solver.bsp import blocktri, poisson
+from solver.bsp import blocktri, poisson, schrodinger
 
 NP = get_backend("numpy")
 
@@ -85,6 +85,23 @@ def test_emulated_cuda_newton_glue(emulated_cuda, newton_cases, rng):
     Vn[3, 4] = np.nan
     got, fin = cn.newton_norms(m, NP, Vn, V, Nn, N, x)
     assert fin is False and math.isnan(got["dV_inf"]) and math.isnan(got["dV_l2"])
+
+
+def test_emulated_cuda_deps_dx_max(emulated_cuda, newton_cases, rng):
+    """deps_dx_max (d eps/dx, max |d eps/dx| and the finite check of V in one launch) against the
+    array reference: d bit for bit, the maximum exact, NaN in eps or V reported."""
+    cn = emulated_cuda.newton
+    m = newton_cases.model("mesh.NX=10", "mesh.NZ=11")
+    eps = rng.standard_normal((m.NX, 3, m.N_sbn))
+    V = rng.standard_normal((m.NX, m.NZ))
+    d, A, fin = cn.deps_dx_max(m, NP, eps, V)
+    d_ref, A_ref, fin_ref = schrodinger.deps_dx_max(m, NP, eps, V)
+    assert np.array_equal(d, schrodinger.deps_dx(m, eps)) and np.array_equal(d, d_ref)
+    assert A == A_ref == np.abs(d_ref).max() and fin is fin_ref is True
+    V[2, 3] = np.inf
+    assert cn.deps_dx_max(m, NP, eps, V)[2] is False and schrodinger.deps_dx_max(m, NP, eps, V)[2] is False
+    eps[4, 1, 0] = np.nan
+    assert math.isnan(cn.deps_dx_max(m, NP, eps, V)[1]) and math.isnan(schrodinger.deps_dx_max(m, NP, eps, V)[1])
 
 
 def test_linsys_variant_selects_the_system(emulated_cuda, monkeypatch):
@@ -340,6 +357,21 @@ def test_cuda_block_solve_pivots(cupy_backend, newton_cases, rng):
     Ad, bd = newton.construct_linsys(m, cupy_backend, sysm, xp.asarray(F), xp.asarray(rhs), bvals)
     x = cupy_backend.to_numpy(newton.solve_linsys(m, cupy_backend, sysm, Ad, bd))
     assert np.abs(x - x0).max() <= 1e-10 * np.abs(x0).max()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("NX", [13, 65, 129])
+def test_cuda_deps_dx_max_matches_reference(cupy_backend, newton_cases, NX, rng):
+    from solver.bsp.kernels.cuda import newton
+    xp = cupy_backend.xp
+    m = newton_cases.model(f"mesh.NX={NX}", "mesh.NZ=11")
+    eps = rng.standard_normal((m.NX, 3, m.N_sbn))
+    V = rng.standard_normal((m.NX, m.NZ))
+    d, A, fin = newton.deps_dx_max(m, cupy_backend, xp.asarray(eps), xp.asarray(V))
+    assert np.array_equal(cupy_backend.to_numpy(d), schrodinger.deps_dx(m, eps))
+    assert A == np.abs(schrodinger.deps_dx(m, eps)).max() and fin is True
+    V[-1, -1] = np.nan
+    assert newton.deps_dx_max(m, cupy_backend, xp.asarray(eps), xp.asarray(V))[2] is False
 
 
 @pytest.mark.gpu

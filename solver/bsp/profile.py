@@ -630,6 +630,7 @@ NCU_KERNELS = {
     "bcr_backsub": ("ITER", "solve_linsys", "", None),
     "newton_rhs": ("ITER", "newton_rhs", "", None),
     "newton_norms": ("ITER", "newton_norms", "", None),
+    "deps_dx_max": ("ITER", "deps_dx", "", None),
     "spin": ("other", "profiler (SpinTimer), not part of a time step", "", None),
 }
 # Paper 001, Table 5 (Nsight Compute): kernel -> (time RTX 3090 ms, time V100 ms, (1) RTX 3090 %,

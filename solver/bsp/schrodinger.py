@@ -136,3 +136,18 @@ def deps_dx(model, eps):
     d[0] = (eps[1] - eps[0]) / dx
     d[-1] = (eps[-1] - eps[-2]) / dx
     return d
+
+
+def deps_dx_max(model, backend, eps, V):
+    """The tail of an RK stage's ITER (phase ``deps_dx``): (d eps/dx as deps_dx, its largest
+    magnitude A_eps (the CFL's and the flux splitting's host scalar), whether V is finite), with
+    one host read.  A backend's fast path (``kernels.lookup(..., "deps_dx")``) forms all three in
+    one launch."""
+    fast = _kernels.lookup(model, backend, "deps_dx")
+    if fast is not None:
+        return fast(model, backend, eps, V)
+    xp = backend.xp
+    d = deps_dx(model, eps)
+    vals = xp.stack([xp.abs(d).max(), xp.isfinite(xp.sum(V))])
+    vals = np.asarray(vals.get() if hasattr(vals, "get") else vals, dtype=float)
+    return d, float(vals[0]), bool(vals[1])

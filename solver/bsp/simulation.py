@@ -113,12 +113,11 @@ class Simulation:
                 prof = s_w * M  # (3, NW)
                 Phi = rho_eq[:, :, :, None, None] * prof[None, :, None, :, None] * xp.ones(m.NPHI)
                 Phi = xp.ascontiguousarray(Phi)
-            deps = schrodinger.deps_dx(m, te.eps)
+            deps, A_eps, _ = schrodinger.deps_dx_max(m, be, te.eps, te.V)
         tm.end_step()
         self.eq = Equilibrium(V_b=V_b, rho_eq=rho_eq, A=float(te.A),
                               initcond_iterations=int(ic.iterations), thermequil_iterations=int(te.iterations))
-        self.state = State(Phi=Phi, V=te.V, eps=te.eps, chi=te.chi, deps_dx=deps,
-                           A_eps=float(xp.abs(deps).max()))
+        self.state = State(Phi=Phi, V=te.V, eps=te.eps, chi=te.chi, deps_dx=deps, A_eps=A_eps)
         self._iter = te  # eigenpairs of te.V: the next POTENTIAL call starts from them
         self._dens(self.state)
         self.startup_s = time.perf_counter() - t0
@@ -173,15 +172,15 @@ class Simulation:
                                                 V_start=self._iter_start(s, V_n, stage_V, dt))
                     except poisson.ConvergenceError as exc:
                         raise self._fault(s, "ITER", f"Newton failed ({exc})") from None
-                    if not math.isfinite(float(xp.sum(res.V))):
+                    with tm.phase("deps_dx"):  # d eps/dx, A_eps and the finite check of V: one host read
+                        deps, A_eps, finite_V = schrodinger.deps_dx_max(m, be, res.eps, res.V)
+                    if not finite_V:
                         raise self._fault(s, "ITER", "the potential V holds NaN or Inf")
                     self._iter = res
                     st.V, st.eps, st.chi, st.N = res.V, res.eps, res.chi, res.N
+                    st.deps_dx, st.A_eps = deps, A_eps
                     stage_V.append(res.V)
                     newton += int(res.iterations)
-                    with tm.phase("deps_dx"):
-                        st.deps_dx = schrodinger.deps_dx(m, st.eps)
-                        st.A_eps = float(xp.abs(st.deps_dx).max())
         st.step += 1
         st.t += dt
         st.newton_iterations = newton

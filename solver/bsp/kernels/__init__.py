@@ -50,6 +50,7 @@ REFERENCE = {
     "solve_linsys": "solver.bsp.poisson.solve_linsys",
     "newton_rhs": "solver.bsp.poisson.newton_rhs",
     "newton_norms": "solver.bsp.poisson.norms",
+    "deps_dx": "solver.bsp.schrodinger.deps_dx_max",
 }
 PHASES = tuple(REFERENCE)
 FAST_ONLY = frozenset({"RK", "RK_wphi"})  # fast paths that run only with numerics.bte_kernels: fast

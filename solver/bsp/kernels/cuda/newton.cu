@@ -95,3 +95,43 @@ extern "C" __global__ void newton_norms(
         out[4] = fin[0] ? 1.0 : 0.0;
     }
 }
+
+// The tail of a stage's ITER (schrodinger.deps_dx_max), one block: d = d eps/dx (central inside,
+// one-sided at the ends, the array code's operations), out = [max |d| (NaN propagates),
+// isfinite(sum V)].  eps and d are (NX, m) with m = 3 N_sbn; V has nv entries.
+extern "C" __global__ void deps_dx_max(
+    const double* __restrict__ eps, const double* __restrict__ V, const int NX, const int m, const int nv,
+    const double dx, const double two_dx, double* __restrict__ d, double* __restrict__ out)
+{
+    __shared__ double sh[NT];
+    __shared__ int fin[NT];
+    double mx = 0.0;
+    for (int k = threadIdx.x; k < NX * m; k += NT) {
+        const int i = k / m;
+        double v;
+        if (i == 0) v = (eps[k + m] - eps[k]) / dx;
+        else if (i == NX - 1) v = (eps[k] - eps[k - m]) / dx;
+        else v = (eps[k + m] - eps[k - m]) / two_dx;
+        d[k] = v;
+        const double a = fabs(v);
+        mx = (a > mx || a != a) ? a : mx;
+    }
+    int f = 1;
+    for (int k = threadIdx.x; k < nv; k += NT)
+        if (!isfinite(V[k])) f = 0;
+    sh[threadIdx.x] = mx;
+    fin[threadIdx.x] = f;
+    __syncthreads();
+    for (int st = NT / 2; st > 0; st >>= 1) {
+        if (threadIdx.x < st) {
+            const double a = sh[threadIdx.x], c = sh[threadIdx.x + st];
+            sh[threadIdx.x] = (c > a || c != c) ? c : a;
+            fin[threadIdx.x] &= fin[threadIdx.x + st];
+        }
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) {
+        out[0] = sh[0];
+        out[1] = fin[0] ? 1.0 : 0.0;
+    }
+}

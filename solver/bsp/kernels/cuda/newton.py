@@ -354,6 +354,20 @@ def newton_rhs(model, backend, sysm, F, V, N, ND):
     return rhs
 
 
+def deps_dx_max(model, backend, eps, V):
+    """schrodinger.deps_dx_max: d eps/dx (bit for bit the array code), max |d eps/dx| and
+    isfinite(sum V) from ONE kernel and ONE host read."""
+    e = f64(cp, eps)
+    d = cp.empty_like(e)
+    out = cp.empty(2)
+    NX = e.shape[0]
+    _build.function("newton.cu", "deps_dx_max", OPTIONS)(
+        (1,), (1024,), (e, f64(cp, V), np.int32(NX), np.int32(e.size // NX), np.int32(V.size),
+                        np.float64(model.dx), np.float64(2.0 * model.dx), d, out))
+    v = cp.asnumpy(out)
+    return d, float(v[0]), bool(v[1] != 0.0)
+
+
 def newton_norms(model, backend, V_new, V_old, N_new, N_old, x):
     """(norms dict as poisson.norms, all(isfinite(x))) from ONE kernel and
     ONE host read."""
