@@ -148,6 +148,5 @@ def deps_dx_max(model, backend, eps, V):
         return fast(model, backend, eps, V)
     xp = backend.xp
     d = deps_dx(model, eps)
-    vals = xp.stack([xp.abs(d).max(), xp.isfinite(xp.sum(V))])
-    vals = np.asarray(vals.get() if hasattr(vals, "get") else vals, dtype=float)
+    vals = backend.to_numpy(xp.stack([xp.abs(d).max(), xp.isfinite(xp.sum(V))]))
     return d, float(vals[0]), bool(vals[1])
