@@ -468,3 +468,81 @@ def test_cublas_blas_matches_numpy_also_captured(cupy_backend, rng):
         graph.launch()
         for g, w in zip(got, want()):
             np.testing.assert_allclose(cupy_backend.to_numpy(g), w, rtol=1e-11, atol=1e-12 * np.abs(w).max())
+
+
+def _reuse_cases(solve, construct, m, sysm, rhs_list, F, bvals):
+    """Solve A x = b (A, b from ``construct(rhs)``) for each right-hand side of ``rhs_list``, the
+    first A throughout, with ``reuse`` after the first solve (its factorization kept), and compare
+    with SuperLU of the reference system."""
+    A = construct(rhs_list[0])[0]
+    for k, rhs in enumerate(rhs_list):
+        Aref, bref = poisson.construct_linsys(m, NP, sysm, F, rhs, bvals)
+        want = spla_solve(Aref, bref)
+        x = np.asarray(solve(A, construct(rhs)[1], k > 0))
+        assert np.abs(x - want).max() <= 1e-12 * np.abs(want).max(), k
+        d = sysm.dirichlet_flat
+        np.testing.assert_array_equal(x[d], bvals[d])
+
+
+def spla_solve(A, b):
+    import scipy.sparse.linalg as spla
+    x = spla.splu(A, permc_spec="NATURAL").solve(b)
+    return x
+
+
+@pytest.mark.parametrize("mesh", [("mesh.NX=13", "mesh.NZ=11"), ("mesh.NX=10", "mesh.NZ=9")])
+@pytest.mark.parametrize("graph", [True, False])
+def test_emulated_cuda_resolve_with_the_kept_factorization(emulated_cuda, newton_cases, fake_graph_capture,
+                                                           mesh, graph, rng):
+    """numerics.iter_jacobian = step: solve_linsys with reuse substitutes with the factorization of the
+    last solve (GaussJordanCR.resolve, kernel bcr_rhs; its own stood-in graph) and equals SuperLU for
+    new right-hand sides; a different A object is factored again."""
+    cn = emulated_cuda.newton
+    m = newton_cases.model(*mesh, f"numerics.linsys_graph={str(graph).lower()}")
+    sysm, F, rhs, bvals, _, _, _ = newton_cases.problem(m, "dirichlet", rng)
+    rhs_list = [rhs] + [rng.standard_normal(rhs.shape) for _ in range(3)]
+    _reuse_cases(lambda A, b, reuse: cn.solve_linsys(m, NP, sysm, A, b, reuse),
+                 lambda r: cn.construct_linsys(m, NP, sysm, F, r, bvals), m, sysm, rhs_list, F, bvals)
+    if graph:
+        assert fake_graph_capture.events.count("capture") == 2  # the solve and the resolve graph
+    F2 = newton_cases.spd_F(rng, m.NX - 2, m.NZ - 2)  # another matrix: reuse of the old one refused
+    A2, b2 = cn.construct_linsys(m, NP, sysm, F2, rhs, bvals)
+    Aref, bref = poisson.construct_linsys(m, NP, sysm, F2, rhs, bvals)
+    x = cn.solve_linsys(m, NP, sysm, A2, b2, True)
+    want = spla_solve(Aref, bref)
+    assert np.abs(x - want).max() <= 1e-12 * np.abs(want).max()
+
+
+def test_reference_solve_reuses_its_lu_only_for_the_same_matrix(newton_cases, rng):
+    """poisson.solve_linsys keeps the last SuperLU factorization per system: reuse with the same A
+    object substitutes (equal to a fresh factorization to rounding), another A is factored."""
+    m = newton_cases.model("mesh.NX=11", "mesh.NZ=9")
+    sysm, F, rhs, bvals, A, b, x0 = newton_cases.problem(m, "dirichlet", rng)
+    lu = m.device_cache[("_iter_lu", "dirichlet")][1]
+    rhs2 = rng.standard_normal(rhs.shape)
+    _, b2 = poisson.construct_linsys(m, NP, sysm, F, rhs2, bvals)
+    x2 = poisson.solve_linsys(m, NP, sysm, A, b2, True)
+    assert m.device_cache[("_iter_lu", "dirichlet")][1] is lu
+    np.testing.assert_allclose(x2, spla_solve(A, b2), rtol=0, atol=1e-13 * np.abs(x2).max())
+    A3, b3 = poisson.construct_linsys(m, NP, sysm, 2.0 * F, rhs2, bvals)
+    x3 = poisson.solve_linsys(m, NP, sysm, A3, b3, True)
+    assert m.device_cache[("_iter_lu", "dirichlet")][1] is not lu
+    np.testing.assert_allclose(x3, spla_solve(A3, b3), rtol=0, atol=1e-13 * np.abs(x3).max())
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("mesh", [("mesh.NX=17", "mesh.NZ=33"), ("mesh.NX=65", "mesh.NZ=65"), ("mesh.NX=10", "mesh.NZ=129"),
+                                  ("mesh.NX=9", "mesh.NZ=193")])
+@pytest.mark.parametrize("graph", [True, False])
+def test_cuda_resolve_with_the_kept_factorization(cupy_backend, newton_cases, mesh, graph, rng):
+    """GaussJordanCR.resolve (kernel bcr_rhs) on the device, through poisson.solve_linsys with reuse,
+    against SuperLU for several right-hand sides of one matrix."""
+    xp = cupy_backend.xp
+    m = newton_cases.model(*mesh, f"numerics.linsys_graph={str(graph).lower()}")
+    sysm, F, rhs, bvals, _, _, _ = newton_cases.problem(m, "dirichlet", rng)
+    rhs_list = [rhs] + [rng.standard_normal(rhs.shape) for _ in range(3)]
+
+    def solve(A, b, reuse):
+        return cupy_backend.to_numpy(poisson.solve_linsys(m, cupy_backend, sysm, A, b, reuse))
+    _reuse_cases(solve, lambda r: poisson.construct_linsys(m, cupy_backend, sysm, xp.asarray(F), xp.asarray(r), bvals),
+                 m, sysm, rhs_list, F, bvals)

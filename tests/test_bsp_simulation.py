@@ -50,11 +50,12 @@ def _fields(path):
         return {k: f[k][...] for k in f if isinstance(f[k], h5py.Dataset)}
 
 
-@pytest.mark.parametrize("newton", [(), ("numerics.iter_start=previous", "numerics.iter_stop=change")],
+@pytest.mark.parametrize("newton", [(), ("numerics.iter_start=previous", "numerics.iter_stop=change",
+                                         "numerics.iter_jacobian=iteration")],
                          ids=["defaults", "authors-newton"])
 def test_resume_after_interrupt_matches_uninterrupted_run(tmp_path, dies_after, newton):
-    # the defaults (iter_start extrapolate, iter_stop estimate): the checkpoint also carries the last
-    # step's V and the Newton contraction
+    # the defaults (iter_start extrapolate, iter_stop estimate, iter_jacobian step): the checkpoint also
+    # carries the last step's V and the Newton contraction; the kept Jacobian starts afresh every step
     cfg = cfg_of("output.checkpoint_every_steps=2", *newton, steps=6)
     a, b = tmp_path / "a", tmp_path / "b"
     sim_of(cfg, a).run()

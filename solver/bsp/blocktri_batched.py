@@ -44,9 +44,9 @@ def construct_linsys(model, backend, sysm, F, rhs_int, bflat):
     return (D, lo, up), b
 
 
-def solve_linsys(model, backend, sysm, A, b):
+def solve_linsys(model, backend, sysm, A, b, reuse=False):
     """Phase solve_linsys, variant batched_cr: x (NX NZ,) by solve_cr_batched on backend.xp
-    (LU with partial pivoting per block), Dirichlet entries equal b exactly."""
+    (LU with partial pivoting per block), Dirichlet entries equal b exactly (``reuse``: ignored)."""
     D, lo, up = A
     return solve_cr_batched(backend.xp, D, lo, up, b, blocktri.block_system(model, sysm).dirichlet).ravel()
 

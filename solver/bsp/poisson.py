@@ -61,6 +61,8 @@ RELAXATION = (0.5, 0.25)  # INITCOND/THERMEQUIL retries with damped updates afte
 NORM_KEYS = ("dV_inf", "dV_l2", "dN_inf", "dN_l2")
 THETA_MAX = 0.1  # converged_by_estimate: only for iterations that shrink the change >= 10x each time
 THETA_MAX_AGE = 9  # ... with a ratio measured within the last 9 solves (3 steps), else one is measured
+THETA_REFRESH = 0.5  # numerics.iter_jacobian = step: a kept Jacobian is evaluated afresh when an iteration
+#                      shrinks the change by less than this
 ESTIMATE_SAFETY = 0.5  # ... and the estimated error below half the tolerance
 
 
@@ -79,7 +81,9 @@ class IterResult:
     method: 'newton' or 'gummel'; A: the THERMEQUIL constant (None otherwise); contraction: the
     last measured ratio of two consecutive changes (the largest over the four norms), or the one
     this solve started with when it measured none (numerics.iter_stop = estimate);
-    contraction_age: solves since it was measured (0: by this one).
+    contraction_age: solves since it was measured (0: by this one); jacobian: (F, A), the
+    Frechet blocks and the Newton matrix of the last factorization of this system, to be kept by
+    the step's next stages (numerics.iter_jacobian = step; None otherwise).
     """
     problem: str
     V: object
@@ -99,6 +103,7 @@ class IterResult:
     omega: float = 1.0
     contraction: float | None = None
     contraction_age: int = 0
+    jacobian: tuple | None = None
 
 
 def _phase(timer, name):
@@ -297,13 +302,19 @@ def construct_linsys(model, backend, sysm, F, rhs_int, bflat):
     return A, b
 
 
-def solve_linsys(model, backend, sysm, A, b):
+def solve_linsys(model, backend, sysm, A, b, reuse=False):
     """Phase ``solve_linsys``: x of A x = b as a flat backend array, Dirichlet entries exact.
-    Reference: sparse LU (SuperLU, natural order) on the host."""
+    ``reuse``: A is the very object of this system's last solve, whose factorization may be reused
+    (numerics.iter_jacobian = step); an implementation that keeps none factors A again.
+    Reference: sparse LU (SuperLU, natural order) on the host, the last one kept per system."""
     fast = _kernels.lookup(model, backend, "solve_linsys")
     if fast is not None:
-        return fast(model, backend, sysm, A, b)
-    x = spla.splu(A, permc_spec="NATURAL").solve(b)
+        return fast(model, backend, sysm, A, b, reuse)
+    key = ("_iter_lu", sysm.x_bc)
+    cache = model.device_cache
+    if not (reuse and key in cache and cache[key][0] is A):
+        cache[key] = (A, spla.splu(A, permc_spec="NATURAL"))
+    x = cache[key][1].solve(b)
     x[sysm.dirichlet_flat] = b[sysm.dirichlet_flat]  # Dirichlet rows have unit diagonal: b = the data
     return backend.asarray(x)
 
@@ -350,11 +361,13 @@ def converged_by_estimate(nrm, contraction, tol) -> bool:
 
 
 class _LinearSolveFailed(RuntimeError):
-    """A failed linear solve or non-finite iterate; ``V`` is the last finite iterate."""
+    """A failed linear solve or non-finite iterate; ``V`` is the last finite iterate, ``iterations``
+    the ones made (the failed one included)."""
 
-    def __init__(self, msg, V=None):
+    def __init__(self, msg, V=None, iterations=0):
         super().__init__(msg)
         self.V = V
+        self.iterations = iterations
 
 
 def _stalled(history) -> bool:
@@ -367,12 +380,17 @@ def _stalled(history) -> bool:
 
 
 def _newton_loop(model, backend, problem, V, sysm, bvals, rho_fn, drho_fn, tol, max_iter,
-                 timer, gummel=False, eigs=None, omega=1.0, levels=None, contraction=None, age=0):
+                 timer, gummel=False, eigs=None, omega=1.0, levels=None, contraction=None, age=0,
+                 jacobian=None, keep=False):
     """Run Newton (or Gummel) updates from V; return an IterResult (converged or not) or raise
     _LinearSolveFailed / FloatingPointError through the caller's handling.  ``eigs``: the
     eigenpairs of V, if known; else they are computed, warm-started from ``levels`` if given.
     ``contraction`` (numerics.iter_stop = estimate; None = off): the ratio of consecutive changes
-    to assume until this loop measures one, ``age`` solves old; see converged_by_estimate."""
+    to assume until this loop measures one, ``age`` solves old; see converged_by_estimate.
+    ``keep`` (numerics.iter_jacobian = step): simplified Newton, the Jacobian (F, A) of the first
+    iteration (or ``jacobian``, kept from an earlier solve of the step) used by the later ones, its
+    factorization reused, and evaluated afresh after an iteration that shrinks the change by less
+    than THETA_REFRESH; the result carries it."""
     xp = backend.xp
     NX, NZ = model.NX, model.NZ
     ND = model.on(backend, "N_D")
@@ -391,9 +409,12 @@ def _newton_loop(model, backend, problem, V, sysm, bvals, rho_fn, drho_fn, tol, 
     best = {k: math.inf for k in NORM_KEYS}
     flat = 0
     stagnated = False
+    jac = jacobian if keep else None
     for it in range(1, max_iter + 1):
         with _phase(timer, "Frechet"):
-            if gummel:
+            if jac is not None:  # the kept Jacobian: the rhs with its F keeps the Newton form
+                F = jac[0]
+            elif gummel:
                 F = xp.zeros((NX - 2, NZ - 2, NZ - 2))
                 ar = xp.arange(NZ - 2)
                 F[:, ar, ar] = N[1:-1, 1:-1] / model.dz
@@ -402,13 +423,18 @@ def _newton_loop(model, backend, problem, V, sysm, bvals, rho_fn, drho_fn, tol, 
             rhs_int = newton_rhs(model, backend, sysm, F, V, N, ND)
         with _phase(timer, "construct_linsys"):
             A, b = construct_linsys(model, backend, sysm, F, rhs_int, bflat)
+        reuse = jac is not None
+        if reuse:  # the kept matrix (built from the same F) and its factorization
+            A = jac[1]
+        elif keep:
+            jac = (F, A)
         with _phase(timer, "solve_linsys"):
             try:
-                x = solve_linsys(model, backend, sysm, A, b)
+                x = solve_linsys(model, backend, sysm, A, b, reuse)
             except (RuntimeError, ValueError, np.linalg.LinAlgError) as exc:
-                raise _LinearSolveFailed(f"{problem}: linear solve failed in iteration {it}: {exc}", V) from exc
+                raise _LinearSolveFailed(f"{problem}: linear solve failed in iteration {it}: {exc}", V, it) from exc
             if norms_fast is None and not bool(xp.all(xp.isfinite(x))):
-                raise _LinearSolveFailed(f"{problem}: non-finite Newton update in iteration {it}", V)
+                raise _LinearSolveFailed(f"{problem}: non-finite Newton update in iteration {it}", V, it)
             V_new = x.reshape(NX, NZ)
             if omega != 1.0:
                 V_new = V + omega * (V_new - V)
@@ -421,18 +447,21 @@ def _newton_loop(model, backend, problem, V, sysm, bvals, rho_fn, drho_fn, tol, 
         else:  # the finite check of x deferred to the one host read of this iteration
             nrm, finite_x = norms_fast(model, backend, V_new, V, N_new, N, x)
             if not finite_x:
-                raise _LinearSolveFailed(f"{problem}: non-finite Newton update in iteration {it}", V)
+                raise _LinearSolveFailed(f"{problem}: non-finite Newton update in iteration {it}", V, it)
         history.append(nrm)
         if not all(math.isfinite(v) for v in nrm.values()):
-            raise _LinearSolveFailed(f"{problem}: non-finite norms in iteration {it}: {nrm}", V)
+            raise _LinearSolveFailed(f"{problem}: non-finite norms in iteration {it}: {nrm}", V, it)
         V, N = V_new, N_new
-        if contraction is not None and len(history) >= 2:
-            contraction = max(nrm[k] / history[-2][k] if history[-2][k] > 0 else 0.0 for k in NORM_KEYS)
-            age = 0
+        if len(history) >= 2:
+            ratio = max(nrm[k] / history[-2][k] if history[-2][k] > 0 else 0.0 for k in NORM_KEYS)
+            if contraction is not None:
+                contraction, age = ratio, 0
+            if keep and ratio > THETA_REFRESH:
+                jac = None
         if all(v < omega * tol for v in nrm.values()) or converged_by_estimate(nrm, contraction, omega * tol):
             return IterResult(problem, V, eps, chi, rho, N, it, nrm, history, True, False,
                               "gummel" if gummel else "newton", omega=omega, contraction=contraction,
-                              contraction_age=age)
+                              contraction_age=age, jacobian=jac)
         improved = False
         for k in NORM_KEYS:
             if nrm[k] < best[k]:
@@ -527,7 +556,7 @@ def thermequil(model, backend, V_b, timer=None, eps0=None) -> IterResult:
 
 
 def potential(model, backend, V_prev, rho, V_b, timer=None, state=None, tol=None,
-              max_iter=None, gummel_max_iter=None, V_start=None) -> IterResult:
+              max_iter=None, gummel_max_iter=None, V_start=None, jacobian=None) -> IterResult:
     """POTENTIAL: densities ``rho`` (NX, 3, N_sbn) from the BTE held fixed; Dirichlet V_b(z) at
     x = 0 and V_b(z) + V_DS at x = 1; start ``V_prev``.  ``state``: optional previous IterResult
     whose eps/chi are the eigenpairs of ``V_prev`` (saves the first eigen solve).  Newton up to
@@ -536,7 +565,9 @@ def potential(model, backend, V_prev, rho, V_b, timer=None, state=None, tol=None
     ConvergenceError if that fails too.  ``tol``/``max_iter`` override the config values.
     ``V_start``: a prediction of the solution to start from instead of ``V_prev`` (Newton and its
     damped restarts; numerics.iter_start); its eigenpairs are computed, warm-started from the
-    levels of ``state``."""
+    levels of ``state``.  numerics.iter_jacobian = step: simplified Newton (_newton_loop's ``keep``)
+    from ``jacobian`` (the result's ``jacobian`` of the step's last solve; None = evaluated here);
+    if that fails in any way, plain Newton from the start."""
     xp = backend.xp
     nm = model.cfg["numerics"]
     tol = nm["tol_potential"] if tol is None else tol
@@ -558,11 +589,22 @@ def potential(model, backend, V_prev, rho, V_b, timer=None, state=None, tol=None
     rho_fn = lambda e: rho  # noqa: E731
     reason = None
     n_newton = 0
+    keep = nm["iter_jacobian"] == "step"
+    if keep and jacobian is not None:
+        try:
+            res = _newton_loop(model, backend, "POTENTIAL", V0, sysm, bvals, rho_fn, None, tol, max_iter,
+                               timer, eigs=eigs, levels=levels, contraction=contraction, age=age,
+                               jacobian=jacobian, keep=True)
+            n_newton = res.iterations
+            if res.converged:
+                return res
+        except _LinearSolveFailed as exc:
+            n_newton = exc.iterations
     for omega in (1.0,) + RELAXATION:  # damped restarts from the start only after a stall
         try:
             res = _newton_loop(model, backend, "POTENTIAL", V0, sysm, bvals, rho_fn, None,
                                tol, max_iter, timer, eigs=eigs, omega=omega, levels=levels,
-                               contraction=contraction, age=age)
+                               contraction=contraction, age=age, keep=keep and omega == 1.0)
         except _LinearSolveFailed as exc:
             reason = str(exc)
             V = exc.V if exc.V is not None else V0  # the last finite iterate

@@ -150,6 +150,7 @@ class Simulation:
         V_n = st.V
         stage_V = []
         newton = 0
+        jacobian = None  # numerics.iter_jacobian = step: evaluated in the first stage, kept for the step
         with tm.phase("step"):
             for s in range(3):
                 with tm.phase("BTE"):
@@ -169,7 +170,8 @@ class Simulation:
                     try:
                         res = poisson.potential(m, be, st.V, st.rho, self.eq.V_b, timer=tm,
                                                 state=getattr(self, "_iter", None),
-                                                V_start=self._iter_start(s, V_n, stage_V, dt))
+                                                V_start=self._iter_start(s, V_n, stage_V, dt),
+                                                jacobian=jacobian)
                     except poisson.ConvergenceError as exc:
                         raise self._fault(s, "ITER", f"Newton failed ({exc})") from None
                     with tm.phase("deps_dx"):  # d eps/dx, A_eps and the finite check of V: one host read
@@ -177,6 +179,7 @@ class Simulation:
                     if not finite_V:
                         raise self._fault(s, "ITER", "the potential V holds NaN or Inf")
                     self._iter = res
+                    jacobian = res.jacobian
                     st.V, st.eps, st.chi, st.N = res.V, res.eps, res.chi, res.N
                     st.deps_dx, st.A_eps = deps, A_eps
                     stage_V.append(res.V)

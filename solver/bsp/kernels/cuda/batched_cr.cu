@@ -12,8 +12,10 @@
    W = B^-1: its kept updates are row and column scalings of W (bcr_update0, no GEMM).  Level h >= 2:
    P = A_k X_{k-h}, Q = C_k X_{k+h} (two strided-batched GEMMs), then bcr_update:
      B_k -= P[:, N:2N] + Q[:, :N],  A_k = -P[:, :N],  C_k = -Q[:, N:2N],  r_k -= P[:, 2N] + Q[:, 2N].
-   A kept column without a left (right) neighbour gets A = 0 (C = 0).  bcr_backsub: one level of the
-   back substitution (h = 0: column 0). */
+   A kept column without a left (right) neighbour gets A = 0 (C = 0); bcr_update keeps the couplings it
+   replaces in S (per level, (nkept, N, 2N)) for bcr_rhs.  bcr_backsub: one level of the back
+   substitution (h = 0: column 0).  bcr_rhs: the right-hand side of one level again for a new b with the
+   factorization of the last solve (GaussJordanCR.resolve, numerics.iter_jacobian = step). */
 #define LD (2 * N + 1)
 
 // Level 0, kept columns k = 2m: one thread per (m, r, c < N).  D, lo, up, b: the system; Bw holds
@@ -57,7 +59,7 @@ extern "C" __global__ void bcr_update0(
 // and Q[m] (m < nelim) are (N, 2N + 1) products of the GEMMs, contiguous.
 extern "C" __global__ void bcr_update(
     const double* __restrict__ P, const double* __restrict__ Q, const int h, const int nkept,
-    const int nelim, double* __restrict__ Bw, double* __restrict__ R)
+    const int nelim, double* __restrict__ Bw, double* __restrict__ R, double* __restrict__ S)
 {
     const long long total = (long long)nkept * N * N;
     const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
@@ -82,9 +84,89 @@ extern "C" __global__ void bcr_update(
         dr += q[2 * N];
     }
     Bw[e] = bv;
+    const size_t so = (size_t)m * N * 2 * N + (size_t)r * 2 * N;
+    S[so + c] = R[o + c];
+    S[so + N + c] = R[o + N + c];
     R[o + c] = an;
     R[o + N + c] = cn;
     if (c == 0) R[o + 2 * N] -= dr;
+}
+
+// The dot products y[r] = sum_q M[r, q] v[q] (r < N) of one N x N row-major block, a warp per row,
+// the lanes over q in a fixed order (bitwise repeatable).
+__device__ void bcr_matvec(const double* __restrict__ M, const double* v, double* y)
+{
+    const int lane = threadIdx.x & 31;
+    const int nw = blockDim.x >> 5;
+    for (int r = threadIdx.x >> 5; r < N; r += nw) {
+        double s = 0.0;
+        for (int q = lane; q < N; q += 32) s += M[(size_t)r * N + q] * v[q];
+        #pragma unroll
+        for (int off = 16; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
+        if (lane == 0) y[r] = s;
+    }
+}
+
+// The right-hand side of level h for a new b, the blocks of the last factorization kept (resolve).
+// Block m: kept column k = 2 h m with its eliminated neighbours k - h (m >= 1) and k + h (< NX):
+//   y_e = B_e^-1 r_e (Bw holds the inverse; r_e = b_e at h = 1, else R[e][:, 2N]), stored by the
+//   block of its left kept neighbour (h = 1: z[e]; h >= 2: X[e][:, 2N], read by bcr_backsub), then
+//   h = 1:  r_k = b_k - lo_k y_{k-1} - up_k y_{k+1};  h >= 2: r_k -= A_k y_{k-h} + C_k y_{k+h}
+//   (A_k, C_k as bcr_update kept them in S), into R[k][:, 2N];
+//   h = 0:  column 0 (one block): z[0] = B_0^-1 R[0][:, 2N].
+extern "C" __global__ void bcr_rhs(
+    const double* __restrict__ Bw, const double* __restrict__ lo, const double* __restrict__ up,
+    const double* __restrict__ b, const double* __restrict__ S, const int NX, const int h,
+    double* __restrict__ z, double* __restrict__ X, double* __restrict__ R)
+{
+    __shared__ double v[2 * N];
+    __shared__ double y[2 * N];
+    if (h == 0) {
+        for (int q = threadIdx.x; q < N; q += blockDim.x) v[q] = R[(size_t)q * LD + 2 * N];
+        __syncthreads();
+        bcr_matvec(Bw, v, z);
+        return;
+    }
+    const int m = (int)blockIdx.x;
+    const int k = 2 * h * m;
+    const bool left = m >= 1, right = k + h < NX;
+    for (int q = threadIdx.x; q < N; q += blockDim.x) {
+        if (left) v[q] = h == 1 ? b[(k - 1) * N + q] : R[(size_t)(k - h) * N * LD + (size_t)q * LD + 2 * N];
+        if (right) v[N + q] = h == 1 ? b[(k + 1) * N + q] : R[(size_t)(k + h) * N * LD + (size_t)q * LD + 2 * N];
+    }
+    __syncthreads();
+    if (left) bcr_matvec(Bw + (size_t)(k - h) * N * N, v, y);
+    if (right) bcr_matvec(Bw + (size_t)(k + h) * N * N, v + N, y + N);
+    __syncthreads();
+    if (right) {
+        for (int q = threadIdx.x; q < N; q += blockDim.x) {
+            if (h == 1) z[(k + 1) * N + q] = y[N + q];
+            else X[(size_t)(k + h) * N * LD + (size_t)q * LD + 2 * N] = y[N + q];
+        }
+    }
+    double* rk = R + (size_t)k * N * LD + 2 * N;
+    if (h == 1) {
+        for (int r = threadIdx.x; r < N; r += blockDim.x) {
+            double rv = b[k * N + r];
+            if (left) rv -= lo[k * N + r] * y[r];
+            if (right) rv -= up[k * N + r] * y[N + r];
+            rk[(size_t)r * LD] = rv;
+        }
+        return;
+    }
+    const int lane = threadIdx.x & 31;
+    const int nw = blockDim.x >> 5;
+    const double* sk = S + (size_t)m * N * 2 * N;
+    for (int r = threadIdx.x >> 5; r < N; r += nw) {
+        double s = 0.0;
+        for (int q = lane; q < N; q += 32) {
+            if (left) s += sk[(size_t)r * 2 * N + q] * y[q];
+            if (right) s += sk[(size_t)r * 2 * N + N + q] * y[N + q];
+        }
+        #pragma unroll
+        for (int off = 16; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
+        if (lane == 0) rk[(size_t)r * LD] -= s;
+    }
 }
 
 // Back substitution of the columns eliminated at stride h (block m: column i = h + 2 h m), a warp

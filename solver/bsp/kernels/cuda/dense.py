@@ -34,8 +34,8 @@ def construct_linsys(model, backend, sysm, F, rhs_int, bflat):
     return A, b
 
 
-def solve_linsys(model, backend, sysm, A, b):
-    """x of A x = b by cuSOLVER LU (getrf/getrs), Dirichlet entries set exactly."""
+def solve_linsys(model, backend, sysm, A, b, reuse=False):
+    """x of A x = b by cuSOLVER LU (getrf/getrs), Dirichlet entries set exactly (``reuse``: ignored)."""
     x = cp.linalg.solve(A, b)
     d = _static(model, sysm)[2]
     x[d] = b[d]

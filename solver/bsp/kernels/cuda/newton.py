@@ -87,15 +87,17 @@ def construct_linsys(model, backend, sysm, F, rhs_int, bflat):
     return (D, lo, up), b
 
 
-def solve_linsys(model, backend, sysm, A, b):
+def solve_linsys(model, backend, sysm, A, b, reuse=False):
     """x (NX NZ,) of the system construct_linsys built: block cyclic reduction by the CR kernels
     (variant block_cr) or over batched LU / GEMM (batched_cr), or cuSOLVER LU (dense); Dirichlet
-    entries equal b exactly."""
+    entries equal b exactly.  ``reuse`` (poisson.solve_linsys): batched_cr with gauss_jordan blocks
+    substitutes with the factorization of its last solve when A is that solve's A; the others factor
+    A again."""
     v = linsys_variant(model)
     if v == "dense":
         return dense.solve_linsys(model, backend, sysm, A, b)
     if v == "batched_cr":
-        return solve_linsys_batched(model, backend, sysm, A, b)
+        return solve_linsys_batched(model, backend, sysm, A, b, reuse)
     return solve_linsys_cr(model, backend, sysm, A, b)
 
 
@@ -158,7 +160,11 @@ class GaussJordanCR:
     column 0 by gj_inverse with its right-hand side, then log2(NX) + 1 bcr_backsub launches: 2 + 5
     (log2(NX) - 1) + 2 + log2(NX) launches, no host synchronisation (~41 at NX = 129, against ~180
     of the array code).  Work arrays are allocated once; ``__call__(D, lo, up, b, dirm)`` reads its
-    inputs and returns x (NX, NZ), its own buffer (overwritten by the next call)."""
+    inputs and returns x (NX, NZ), its own buffer (overwritten by the next call).
+    ``resolve(lo, up, b, dirm)``: x for a new b with the factorization of the last call kept (the
+    inverses in Bw, B^-1 A and B^-1 C in X, the couplings bcr_update replaced in S): per level one
+    bcr_rhs launch (block matrix-vector products only), column 0, then the same back substitution,
+    2 log2(NX) + 2 launches and ~NX NZ^2 multiply-adds instead of ~NX NZ^3 (numerics.iter_jacobian = step)."""
 
     def __init__(self, NX: int, NZ: int, blas):
         n = NZ
@@ -171,9 +177,11 @@ class GaussJordanCR:
         self.P = cp.empty((half, n, 2 * n + 1))
         self.Q = cp.empty((half, n, 2 * n + 1))
         self.x = cp.empty((NX, n))
+        self.levels = blocktri.cr_levels(NX)
+        self.S = [cp.zeros((nk, n, 2 * n)) if h > 1 else None for h, _, _, _, nk in self.levels]
         self.inv = _gj_kernel(n)
         self.k = {k: _build.function("batched_cr.cu", k, OPTIONS, {"N": n})
-                  for k in ("bcr_update0", "bcr_update", "bcr_backsub")}
+                  for k in ("bcr_update0", "bcr_update", "bcr_backsub", "bcr_rhs")}
 
     def _invert(self, src, first, step, count, rhs=None, rhs_off=0, rhs_bs=0, rhs_ld=0):
         fn, nt, smem = self.inv
@@ -188,8 +196,8 @@ class GaussJordanCR:
         ld = 2 * n + 1
         Bw, R, X, P, Q, mm = self.Bw, self.R, self.X, self.P, self.Q, self.blas.matmul
         i32 = np.int32
-        levels = blocktri.cr_levels(NX)
-        for h, first, step, ne, nk in levels:
+        levels = self.levels
+        for (h, first, step, ne, nk), S in zip(levels, self.S):
             if h == 1:
                 self._invert(D, 1, 2, ne, b, 0, n, 1)
                 _build.launch(self.k["bcr_update0"], nk * n * n, BLOCK, (D, lo, up, b, self.z, i32(NX), i32(nk), Bw, R))
@@ -199,16 +207,32 @@ class GaussJordanCR:
             if nk > 1:
                 mm(R[step::step][:nk - 1, :, :n], X[h::step][:nk - 1], out=P[:nk - 1])
             mm(R[0::step][:ne, :, n:2 * n], X[h::step][:ne], out=Q[:ne])
-            _build.launch(self.k["bcr_update"], nk * n * n, BLOCK, (P, Q, i32(h), i32(nk), i32(ne), Bw, R))
+            _build.launch(self.k["bcr_update"], nk * n * n, BLOCK, (P, Q, i32(h), i32(nk), i32(ne), Bw, R, S))
         if levels:
             self._invert(Bw, 0, 1, 1, R, 2 * n, n * ld, ld)
         else:
             self._invert(D, 0, 1, 1, b, 0, n, 1)
+        return self._backsub(lo, up, b, dirm)
+
+    def _backsub(self, lo, up, b, dirm):
+        NX, i32 = self.NX, np.int32
         back = self.k["bcr_backsub"]
-        for h in [0] + [lv[0] for lv in reversed(levels)]:
+        for h in [0] + [lv[0] for lv in reversed(self.levels)]:
             ne = 1 if h == 0 else (NX - 1 - h) // (2 * h) + 1
-            back((ne,), (256,), (Bw, X, self.z, lo, up, b, dirm, i32(NX), i32(h), self.x))
+            back((ne,), (256,), (self.Bw, self.X, self.z, lo, up, b, dirm, i32(NX), i32(h), self.x))
         return self.x
+
+    def resolve(self, lo, up, b, dirm):
+        if not self.levels:  # one column: nothing kept to reuse
+            raise ValueError("GaussJordanCR.resolve needs NX >= 2")
+        dirm = dirm.view(cp.uint8)
+        i32 = np.int32
+        rhs = self.k["bcr_rhs"]
+        for (h, _, _, _, nk), S in zip(self.levels, self.S):
+            rhs((nk,), (256,), (self.Bw, lo, up, b, self.z if S is None else S, i32(self.NX), i32(h), self.z,
+                                self.X, self.R))
+        rhs((1,), (256,), (self.Bw, lo, up, b, self.z, i32(self.NX), i32(0), self.z, self.X, self.R))
+        return self._backsub(lo, up, b, dirm)
 
 
 def _block_solver(model, NX: int, NZ: int, blas=None):
@@ -223,11 +247,12 @@ def _block_solver(model, NX: int, NZ: int, blas=None):
                                                                        matmul=matmul)
 
 
-def solve_linsys_batched(model, backend, sysm, A, b):
+def solve_linsys_batched(model, backend, sysm, A, b, reuse=False):
     """x (NX NZ,) by block cyclic reduction over batched block operations (``_block_solver``), no
     host synchronisation.  ``numerics.linsys_graph`` (default true): the solve replayed from one CUDA
     graph per (system, NX, NZ, batched_blocks) (``BatchedGraph``), else launched each time (the
-    gauss_jordan solver and its work arrays cached per system)."""
+    gauss_jordan solver and its work arrays cached per system).  ``reuse`` and A the very A of the
+    last solve of this system, gauss_jordan blocks: GaussJordanCR.resolve (its own graph)."""
     D, lo, up = A
     key = ("cuda.newton", "batched_graph" if linsys_graph(model) else "batched", sysm.x_bc,
            batched_blocks(model))
@@ -235,18 +260,23 @@ def solve_linsys_batched(model, backend, sysm, A, b):
     if key not in cache or cache[key][0] is not sysm:
         dirm = _static(model, sysm)[3]
         if linsys_graph(model):
-            cache[key] = (sysm, BatchedGraph(model, sysm.NX, sysm.NZ, dirm))
+            cache[key] = [sysm, BatchedGraph(model, sysm.NX, sysm.NZ, dirm), None]
         else:
-            cache[key] = (sysm, (_block_solver(model, sysm.NX, sysm.NZ), dirm))
-    obj = cache[key][1]
-    if isinstance(obj, BatchedGraph):
+            cache[key] = [sysm, (_block_solver(model, sysm.NX, sysm.NZ), dirm), None]
+    entry = cache[key]
+    obj = entry[1]
+    graph = isinstance(obj, BatchedGraph)
+    solver, dirm = (obj._solver, obj.dirm) if graph else obj
+    if reuse and entry[2] is A and isinstance(solver, GaussJordanCR) and solver.levels:
+        return obj.resolve(b) if graph else solver.resolve(lo, up, b, dirm).ravel().copy()
+    entry[2] = A  # the system whose factorization the solver now holds
+    if graph:
         return obj.solve(D, lo, up, b)
-    solver, dirm = obj
     return solver(D, lo, up, b, dirm).ravel().copy()
 
 
-def _solve_batched(solver, D, lo, up, b, dirm):
-    return solver(D, lo, up, b, dirm)
+def _solve_batched(solve, *args):
+    return solve(*args)
 
 
 class BatchedGraph:
@@ -272,28 +302,37 @@ class BatchedGraph:
         with cp.cuda.using_allocator(self._pool.malloc):
             self.inputs = (cp.empty((NX, NZ, NZ)), cp.empty((NX, NZ)), cp.empty((NX, NZ)), cp.empty((NX, NZ)))
             self._solver = _block_solver(model, NX, NZ, _cublas.Blas(self._stream))
-        self._graph = None
-        self._x = None
+        self._graphs = {}  # "solve" / "resolve" -> (graph, its output x)
 
-    def _capture(self):
+    def _capture(self, name, fn, *args):
         cp.cuda.get_current_stream().synchronize()  # the inputs were written on the caller's stream
         with cp.cuda.using_allocator(self._pool.malloc), self._stream:
-            _solve_batched(self._solver, *self.inputs, self.dirm)  # warm-up: compiles, pool blocks
+            _solve_batched(fn, *args)  # warm-up: compiles, pool blocks
             self._stream.synchronize()
             self._stream.begin_capture()
             try:
-                x = _solve_batched(self._solver, *self.inputs, self.dirm)
+                x = _solve_batched(fn, *args)
             finally:
                 graph = self._stream.end_capture()
-        self._graph, self._x = graph, x
+        self._graphs[name] = (graph, x)
+
+    def _replay(self, name, fn, *args):
+        if name not in self._graphs:
+            self._capture(name, fn, *args)
+        graph, x = self._graphs[name]
+        graph.launch()
+        return x.ravel().copy()
 
     def solve(self, D, lo, up, b):
         for dst, src in zip(self.inputs, (D, lo, up, b)):
             dst[...] = src
-        if self._graph is None:
-            self._capture()
-        self._graph.launch()
-        return self._x.ravel().copy()
+        return self._replay("solve", self._solver, *self.inputs, self.dirm)
+
+    def resolve(self, b):
+        """x for a new b with the factorization of the last ``solve`` (GaussJordanCR.resolve; lo and
+        up are still in the input buffers), replayed from a second graph."""
+        self.inputs[3][...] = b
+        return self._replay("resolve", self._solver.resolve, *self.inputs[1:], self.dirm)
 
 
 def _cr_work(model, NX: int, NZ: int):

@@ -642,9 +642,9 @@ def _cr_solve(D, lo, up, b, dirichlet):
     return x
 
 
-def solve_linsys(model, backend, sysm, A, b):
+def solve_linsys(model, backend, sysm, A, b, reuse=False):
     """poisson.solve's fast path: x (NX NZ,) of the block system of construct_linsys by block
-    cyclic reduction; Dirichlet entries equal b exactly."""
+    cyclic reduction; Dirichlet entries equal b exactly.  ``reuse``: ignored (factors A again)."""
     _threads(backend)
     D, lo, up = (_f64(a) for a in A)
     x = _cr_solve(D, lo, up, _f64(b), np.asarray(sysm.dirichlet, dtype=np.bool_))
