@@ -97,12 +97,14 @@ def test_numba_steps_match_numpy_with_rk_fast_path():
 
 
 @pytest.mark.parametrize("scat", [True, False])
-def test_stage_update_matches_reference(bte_cases, rng, scat):
-    """rk.stage_update (w and phi terms formed inside the RK pass) against bte.rk_update on the
-    array reference's WENO terms, every stage: within 1e-12."""
+@pytest.mark.parametrize("mesh", [dict(NX=9, NS=2, NW=24, NPHI=8), dict(NX=9, NS=1, NW=6, NPHI=6)])
+def test_stage_update_matches_reference(bte_cases, rng, scat, mesh):
+    """rk.stage_update (w and phi terms formed inside the RK pass, one w level at a time) against
+    bte.rk_update on the array reference's WENO terms, every stage: within 1e-12.  NW = 6 (the least): the top
+    ghost rows of the w sweep are reached while the faces of the lowest levels are formed."""
     from solver.bsp import weno
 
-    m, ma = bte_cases.pair(NX=9, NS=2, NW=24, NPHI=8)
+    m, ma = bte_cases.pair(**mesh)
     be = get_backend("numba", threads=2)
     Phi0, Phi, G, Lc, _ = stage_inputs(m, rng)
     if not scat:

@@ -15,10 +15,10 @@ rho = (sum_l PhiHat) dw, each sum in NumPy's pairwise order (``_pairwise``: the 
 ``ndarray.sum`` over a contiguous last axis), so the result does not depend on the thread count
 and equals the array code's.  Only float64 is supported (inputs are converted).
 
-``stage_update`` (phase key RK_wphi: bte.advance calls it in place of WENO_w + WENO_phi + RK) goes one step further: the w and phi terms of each
-row are formed in row buffers inside the same pass (weno.w_row / weno.phi_row), so only the x term
-is read from memory; ~2e-16 of rk_update on the separate fast paths' terms
-(docs/performance-numba-kernels.md §7).
+``stage_update`` (phase key RK_wphi: bte.advance calls it in place of WENO_w + WENO_phi + RK) goes one step
+further: the w and phi terms are formed inside the same pass, one w level l at a time (the faces of weno.py's
+w_row and phi_row, interleaved with the RK update of that level), so only the x term is read from memory; ~2e-16
+of rk_update on the separate fast paths' terms (docs/performance-numba-kernels.md §7, §9).
 """
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ from numba import njit, prange
 from solver.bsp import bte as _bte
 from solver.bsp.kernels import f64
 from solver.bsp.kernels.numba._common import out_array, set_threads
-from solver.bsp.kernels.numba.weno import phi_row as _phi_row, w_row as _w_row
+from solver.bsp.kernels.numba.weno import _face
 
 _BLOCK = 128  # NumPy's PW_BLOCKSIZE
 
@@ -153,33 +153,101 @@ def _rk_kernel(P, P0, G, Lc, tx, tw, tp, scat, has0, dt, c, c0, dphi, dw, out, P
                          PhiHat[r])
 
 
-# Inlines w_row / phi_row of weno.py.  numba's cache only notices changes of the caller's own file:
-# after editing weno.py, delete the numba cache files (docs/developing.md); the tests compare this kernel
-# with the separate WENO + RK kernels, so a stale cache fails them.  FMA contraction as the WENO
-# kernels (inlined code takes the caller's flags), so the fused RK update is not bitwise rk_update's
-# (~2e-16).
+# Inlines weno._face.  numba's cache only notices changes of the caller's own file: after editing weno.py, delete
+# the numba cache files (docs/developing.md); the tests compare this kernel with the reference, so a stale cache
+# fails them.  FMA contraction as the WENO kernels, so the fused RK update is not bitwise rk_update's (~2e-16).
 @njit(parallel=True, cache=True, fastmath={"contract"})
 def _stage_kernel(P, P0, G, Lc, tx, a1, a3f, deps, alpha, eps, inv_w, inv_phi, scat, has0, dt, c, c0, dphi, dw,
                   out, PhiHat, rho):
-    """P, P0, tx, out (NX, 3, NS, NW * NPHI); the w and phi terms of a row are formed in row-sized
-    work arrays (L2-resident) and consumed there by the row's RK update."""
+    """P, P0, tx, out (NX, 3, NS, NW * NPHI); items the (i, nu, p) rows.  One sweep upwards in w per row: at
+    each l the w face above l (the padded w products a1 (-d eps/dx) Phi filled three rows ahead), the phi faces
+    of l, the RK update and PhiHat of the NPHI values of l.  So the streams of the row (Phi, Phi^0, the x term,
+    the output) advance together with the compute instead of in a memory-only phase per row (§9)."""
     NX, NV, NS, NWP = P.shape
     NW = PhiHat.shape[3]
     NP = NWP // NW
+    half = NP // 2
     for k in prange(NX * NV * NS):
         i = k // (NV * NS)
         nu = (k // NS) % NV
         p = k % NS
-        tw = np.empty(NWP)
-        tp = np.empty(NWP)
-        Prow = P[i, nu, p]
+        Pr = P[i, nu, p]
+        P0r = P0[i, nu, p]
+        txr = tx[i, nu, p]
+        outr = out[i, nu, p]
+        a1n = a1[nu]
+        a3n = a3f[nu]
         d = deps[i, nu, p]
-        _w_row(Prow.reshape((NW, NP)), a1[nu], -d, eps, inv_w, np.empty((NW + 6, NP)), np.empty(NP), np.empty(NP),
-               tw.reshape((NW, NP)))
-        _phi_row(Prow.reshape((NW, NP)), a3f[nu], d, alpha, eps, inv_phi, np.empty(NP + 6), np.empty(NP + 6),
-                 np.empty(NP + 1), tp.reshape((NW, NP)))
-        rho[i, nu, p] = _rk_row(Prow, P0[i, nu, p], G[i, nu, p], Lc[i, nu, p], tx[i, nu, p], tw, tp, scat, has0, dt,
-                                c, c0, dphi, dw, out[i, nu, p], PhiHat[i, nu, p])
+        md = -d
+        gp = np.empty((NW + 6, NP))  # padded w products: row l + 3 = node l
+        f = np.empty(NP)  # the w face below the current l
+        tw = np.empty(NP)
+        gpp = np.empty(NP + 6)
+        gpm = np.empty(NP + 6)
+        fph = np.empty(NP + 1)
+        tp = np.empty(NP)
+        for l in range(3):
+            for m in range(NP):
+                gp[l + 3, m] = (a1n[l, m] * md) * Pr[l * NP + m]
+        for m in range(NP):
+            mp = (m + half) % NP
+            for q in range(3):  # g_{-q-1}(phi) = a2(w_q, phi) Phi(w_q, phi + pi): padded 2 - q
+                gp[2 - q, m] = (a1n[q, m] * md) * Pr[q * NP + mp]
+        for m in range(NP):
+            tw[m] = _face(gp[0, m], gp[1, m], gp[2, m], gp[3, m], gp[4, m], gp[5, m], (a1n[0, m] * md) > 0.0, eps)
+        for m in range(NP):  # bottom face (h(phi) - h(phi + pi)) / 2
+            f[m] = 0.5 * (tw[m] - tw[(m + half) % NP])
+        for l in range(NW):
+            if l + 1 < NW:  # w face l + 1 (padded rows l + 1 .. l + 6); the top face NW is 0
+                r = l + 3
+                if r < NW:
+                    for m in range(NP):
+                        gp[r + 3, m] = (a1n[r, m] * md) * Pr[r * NP + m]
+                else:
+                    for m in range(NP):
+                        gp[r + 3, m] = gp[NW + 2, m]
+                for m in range(NP):
+                    fc = _face(gp[l + 1, m], gp[l + 2, m], gp[l + 3, m], gp[l + 4, m], gp[l + 5, m], gp[l + 6, m],
+                               (a1n[0, m] * md) > 0.0, eps)
+                    tw[m] = (fc - f[m]) * inv_w
+                    f[m] = fc
+            else:
+                for m in range(NP):
+                    tw[m] = -f[m] * inv_w
+            for m in range(NP):  # phi: Lax-Friedrichs split, periodic ghosts
+                a3 = a3n[l, m] * d
+                v = Pr[l * NP + m]
+                gpp[m + 3] = ((a3 + alpha) * v) * 0.5
+                gpm[m + 3] = ((a3 - alpha) * v) * 0.5
+            for q in range(3):
+                gpp[q] = gpp[NP + q]
+                gpm[q] = gpm[NP + q]
+                gpp[NP + 3 + q] = gpp[3 + q]
+                gpm[NP + 3 + q] = gpm[3 + q]
+            for j in range(NP):
+                fph[j] = (_face(gpp[j], gpp[j + 1], gpp[j + 2], gpp[j + 3], gpp[j + 4], gpp[j + 5], True, eps)
+                          + _face(gpm[j], gpm[j + 1], gpm[j + 2], gpm[j + 3], gpm[j + 4], gpm[j + 5], False, eps))
+            fph[NP] = fph[0]
+            for m in range(NP):
+                tp[m] = (fph[m + 1] - fph[m]) * inv_phi
+            g = G[i, nu, p, l] if scat else 0.0
+            lc = Lc[i, nu, p, l] if scat else 0.0
+            for m in range(NP):  # the RK update of _rk_row
+                kk = l * NP + m
+                v = Pr[kk]
+                if scat:
+                    h = g - lc * v
+                    h -= txr[kk]
+                else:
+                    h = -txr[kk]
+                h -= tw[m]
+                h -= tp[m]
+                h = h * dt + v
+                if has0:
+                    h = h * c + c0 * P0r[kk]
+                outr[kk] = h
+            PhiHat[i, nu, p, l] = _pairwise(outr, l * NP, NP) * dphi
+        rho[i, nu, p] = _pairwise(PhiHat[i, nu, p], 0, NW) * dw
 
 
 def rk_update(model, backend, s, Phi0, Phi, G, Lc, terms, dt):
