@@ -330,6 +330,14 @@ def newton_rhs(model, backend, sysm, F, V, N, ND):
     return -model.cp * (N[1:-1, 1:-1] - ND[1:-1, 1:-1]) + sysm.cp_dz * FV
 
 
+def kept_jacobian(model, backend, F):
+    """(F, A): POTENTIAL's kept Jacobian (IterResult.jacobian) for the Frechet blocks F (a checkpoint's),
+    A built by construct_linsys as _newton_loop builds it (A does not depend on the right-hand side)."""
+    sysm = _system(model, "dirichlet")
+    rhs = backend.xp.zeros((model.NX - 2, model.NZ - 2))
+    return F, construct_linsys(model, backend, sysm, F, rhs, np.zeros(sysm.n))[0]
+
+
 def _system(model, x_bc):
     key = ("_iter_newton_system", x_bc)  # host structure cached on the model (not a backend array)
     cache = model.device_cache

@@ -150,7 +150,8 @@ class Simulation:
         V_n = st.V
         stage_V = []
         newton = 0
-        jacobian = None  # numerics.iter_jacobian = step: evaluated in the first stage, kept for the step
+        # numerics.iter_jacobian = step: the kept Jacobian, evaluated afresh every iter_jacobian_steps steps
+        jacobian = getattr(self, "_jacobian", None) if st.step % self.cfg["numerics"]["iter_jacobian_steps"] else None
         with tm.phase("step"):
             for s in range(3):
                 with tm.phase("BTE"):
@@ -184,6 +185,7 @@ class Simulation:
                     st.deps_dx, st.A_eps = deps, A_eps
                     stage_V.append(res.V)
                     newton += int(res.iterations)
+        self._jacobian = jacobian
         st.step += 1
         st.t += dt
         st.newton_iterations = newton
@@ -345,6 +347,9 @@ class Simulation:
                 if it is not None and it.contraction is not None:  # numerics.iter_stop = estimate
                     f.attrs["iter_contraction"] = it.contraction
                     f.attrs["iter_contraction_age"] = it.contraction_age
+                jac = getattr(self, "_jacobian", None)
+                if jac is not None and st.step % self.cfg["numerics"]["iter_jacobian_steps"]:  # the next step keeps it
+                    f.create_dataset("iter_jacobian_F", data=be.to_numpy(jac[0]))
                 f.attrs["A"] = eq.A
                 f.attrs["initcond_iterations"] = eq.initcond_iterations
                 f.attrs["thermequil_iterations"] = eq.thermequil_iterations
@@ -392,6 +397,8 @@ class Simulation:
             if "iter_contraction" in f.attrs:
                 self._iter.contraction = float(f.attrs["iter_contraction"])
                 self._iter.contraction_age = int(f.attrs["iter_contraction_age"])
+            if "iter_jacobian_F" in f:  # the kept Jacobian (its factorization is made again: the same bits)
+                self._jacobian = poisson.kept_jacobian(self.model, be, be.asarray(f["iter_jacobian_F"][...]))
             self.eq = Equilibrium(V_b=be.asarray(f["V_b"][...]), rho_eq=be.asarray(f["rho_eq"][...]),
                                   A=float(f.attrs["A"]), initcond_iterations=int(f.attrs["initcond_iterations"]),
                                   thermequil_iterations=int(f.attrs["thermequil_iterations"]))
