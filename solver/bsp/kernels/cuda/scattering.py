@@ -6,7 +6,8 @@ ONE launch per call, one thread per output (i, nu, p, l), one block per row (i, 
 ROW_BLOCK energies.  The block puts the row's (branch, p') table into shared memory (what does not
 depend on l: delta, delta / dw, weight x W), then each thread loops over the branches of its valley
 nu (mechanism, nu', sigma, weight; the host table of ``scattering.branches`` copied once per model
-and mechanism subset as small device arrays) and over p', with the interpolation rule of
+and mechanism subset as small device arrays) and over p' (the N_sbn terms of a branch formed
+together: the kernels are built per N_sbn), with the interpolation rule of
 ``scattering.interpolate`` (trunc toward zero, validity r >= -1/2 and (l_d <= NW-2 or r == NW-1
 exactly), clip, linear in t) and the Heaviside / (1 + 2 alpha Gamma) factor of the loss.  Per
 branch the p' sum is formed first and then added to the valley total, as the array code does
@@ -36,11 +37,11 @@ def _launch(kernel, nthreads, args):
     _build.launch(_build.function(SOURCE, kernel, OPTIONS), nthreads, BLOCK, args)
 
 
-def _launch_rows(kernel, rows, NW, npairs, args):
+def _launch_rows(kernel, rows, NS, NW, nbranch, args):
     """``kernel`` over one block per (row, chunk of ROW_BLOCK energies) for ``rows`` rows (i, nu, p);
-    ``args`` end with nchunk (``_chunks``).  MAXE = ``npairs``, the (branch, p') pairs of the largest
-    valley table (the size of the block's shared table)."""
-    fn = _build.function(SOURCE, kernel, OPTIONS, {"MAXE": max(1, npairs)})
+    ``args`` end with nchunk (``_chunks``).  Built for NS_ = N_sbn and MAXE = ``nbranch`` x N_sbn, the
+    (branch, p') pairs of the largest valley table (the size of the block's shared table)."""
+    fn = _build.function(SOURCE, kernel, OPTIONS, {"MAXE": max(1, nbranch * NS), "NS_": NS})
     _build.launch(fn, rows * _chunks(NW) * ROW_BLOCK, ROW_BLOCK, args)
 
 
@@ -89,8 +90,8 @@ def gain_into(model, backend, PH, e, Wc, mechanisms, G):
     off, nu2, sig, wt, nb = _branch_table(model, mechanisms, "gain")
     s_w = f64(cp, model.on(backend, "s_w"))
     NW = model.NW
-    _launch_rows("bsp_scat_gain", NX * NV * NS, NW, nb * NS,
-                 (PH, e, Wc, s_w, off, nu2, sig, wt, G, np.int32(NS), np.int32(NW), np.int32(_chunks(NW)),
+    _launch_rows("bsp_scat_gain", NX * NV * NS, NS, NW, nb,
+                 (PH, e, Wc, s_w, off, nu2, sig, wt, G, np.int32(NW), np.int32(_chunks(NW)),
                   np.float64(1.0 / model.dw)))
 
 
@@ -109,8 +110,8 @@ def loss_into(model, backend, e, Wc, mechanisms, Lc):
     off, nu2, sig, wt, nb = _branch_table(model, mechanisms, "loss")
     w = f64(cp, model.on(backend, "w"))
     NW = model.NW
-    _launch_rows("bsp_scat_loss", NX * NV * NS, NW, nb * NS,
-                 (e, Wc, w, off, nu2, sig, wt, Lc, np.int32(NS), np.int32(NW), np.int32(_chunks(NW)),
+    _launch_rows("bsp_scat_loss", NX * NV * NS, NS, NW, nb,
+                 (e, Wc, w, off, nu2, sig, wt, Lc, np.int32(NW), np.int32(_chunks(NW)),
                   np.float64(2.0 * model.alpha)))
 
 

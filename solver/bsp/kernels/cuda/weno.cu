@@ -100,24 +100,19 @@ __device__ __forceinline__ double weno_face(double g0, double g1, double g2, dou
 
 /* ------------------------------------------------------------------ x
    thread = (segment, line (nu, p, l, m)); g_k = a1 Phi_k, ghosts g_0 f_left, g_{NX-1} f_right
-   flags (3, NW, NPHI): 1 inflow left, 2 inflow right, 4 left-biased.  The segment is walked in
-   groups of XUNROLL nodes: the group's new g values are loaded first (XUNROLL loads in flight per
-   thread; with one, the walk waited for DRAM at every node), then its faces are formed and written
-   in order (docs/performance-bte-kernels.md section 9). */
-#define XUNROLL 4
-__device__ __forceinline__ double gx_val(const double* __restrict__ P, long long sX, int k, int NX,
-                                         double a, double gl, double gr)
+   flags (3, NW, NPHI): 1 inflow left, 2 inflow right, 4 left-biased. */
+__device__ __forceinline__ double gx_val(const double* P, long long sX, int k, int NX, double a,
+                                         double gl, double gr)
 {
     if (k < 0) return gl;
     if (k > NX - 1) return gr;
     return P[k * sX] * a;
 }
 
-__global__ void bsp_weno_dx(const double* __restrict__ Phi, const double* __restrict__ a1,
-                            const unsigned char* __restrict__ flags, const double* rho_eq0,
-                            const double* rho_eqL, const double* rho0, const double* rhoL,
-                            double* __restrict__ out, int NX, int NS, int NW, int NPHI, int closed,
-                            int seg, int nseg, double eps, double inv)
+__global__ void bsp_weno_dx(const double* Phi, const double* a1, const unsigned char* flags,
+                            const double* rho_eq0, const double* rho_eqL, const double* rho0,
+                            const double* rhoL, double* out, int NX, int NS, int NW, int NPHI,
+                            int closed, int seg, int nseg, double eps, double inv)
 {
     long long nline = 3LL * NS * NW * NPHI;
     long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;
@@ -134,7 +129,7 @@ __global__ void bsp_weno_dx(const double* __restrict__ Phi, const double* __rest
     double a = a1[ai];
     int fl = flags[ai];
     int left = (fl & 4) != 0;
-    const double* __restrict__ P = Phi + line;
+    const double* P = Phi + line;
     long long sX = nline;
     double gl = P[0] * a, gr = P[(long long)(NX - 1) * sX] * a;
     if (!closed) {
@@ -148,26 +143,15 @@ __global__ void bsp_weno_dx(const double* __restrict__ Phi, const double* __rest
            g4 = gx_val(P, sX, i0 + 1, NX, a, gl, gr), g5 = gx_val(P, sX, i0 + 2, NX, a, gl, gr);
     double fp = weno_face(g0, g1, g2, g3, g4, g5, left, eps);
     if (closed && i0 == 0) fp = 0.0;
-    for (int ib = i0; ib < i1; ib += XUNROLL) {
-        double nx[XUNROLL];
-#pragma unroll
-        for (int u = 0; u < XUNROLL; ++u)
-            nx[u] = ib + u < i1 ? gx_val(P, sX, ib + u + 3, NX, a, gl, gr) : 0.0;
-#pragma unroll
-        for (int u = 0; u < XUNROLL; ++u) {
-            int i = ib + u;
-            if (i < i1) {
-                g0 = g1; g1 = g2; g2 = g3; g3 = g4; g4 = g5;
-                g5 = nx[u];
-                double fn = weno_face(g0, g1, g2, g3, g4, g5, left, eps);
-                if (closed && i + 1 == NX) fn = 0.0;
-                out[line + i * sX] = (fn - fp) * inv;
-                fp = fn;
-            }
-        }
+    for (int i = i0; i < i1; ++i) {
+        g0 = g1; g1 = g2; g2 = g3; g3 = g4; g4 = g5;
+        g5 = gx_val(P, sX, i + 3, NX, a, gl, gr);
+        double fn = weno_face(g0, g1, g2, g3, g4, g5, left, eps);
+        if (closed && i + 1 == NX) fn = 0.0;
+        out[line + i * sX] = (fn - fp) * inv;
+        fp = fn;
     }
 }
-#undef XUNROLL
 
 /* ------------------------------------------------------------------ w
    thread = (segment, line (i, nu, p, m)); a2 = a1 (-deps_dx); ghost g_{-k}(m) = a2(k-1, m)
