@@ -33,6 +33,20 @@ def test_emulated_scattering_matches_array(emulated_cuda, bte_cases, rng, levels
     assert opts and all("--fmad=false" in o for o in opts)
 
 
+def test_emulated_scattering_several_chunks_per_row(emulated_cuda, bte_cases, rng):
+    """NW = 70: two blocks per row (i, nu, p) of ROW_BLOCK = 64 energies, the second partial; each
+    block forms the row's (branch, p') table itself."""
+    cs = emulated_cuda.scattering
+    m = bte_cases.model(NX=9, NS=2, NW=70, NPHI=4, kernels_mode="array")
+    assert cs._chunks(m.NW) == 2
+    d = bte_cases.inputs(m, rng, "random")
+    G0 = scattering.scat_gain(m, NP_BE, d["PhiHat"], d["eps"], d["W"])
+    L0 = scattering.scat_loss(m, NP_BE, d["eps"], d["W"])
+    assert bte_cases.rel(cs.scat_gain(m, NP_BE, d["PhiHat"], d["eps"], d["W"]), G0) <= 1e-14
+    assert bte_cases.rel(cs.scat_loss(m, NP_BE, d["eps"], d["W"]), L0) <= 1e-14
+    assert np.all(G0[..., 64:] != 0) and np.all(L0[..., 64:] != 0)  # the second chunk is written
+
+
 def test_emulated_elastic_top_node(emulated_cuda, bte_cases, rng):
     """Elastic intrasubband term alone (mechanism 0, diagonal W): Gamma = w_l exactly, the top
     node included -- the gain must equal the array path's exactly."""
@@ -54,12 +68,13 @@ def _dev(cp, d):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("levels,mechanisms", [("random", None), ("smooth", None), ("grid", None),
-                                               ("random", (0, 3, 5)), ("smooth", (0,))])
-def test_gpu_scattering_fast_matches_array(cupy_backend, bte_cases, rng, levels, mechanisms):
+@pytest.mark.parametrize("levels,mechanisms,NW", [("random", None, 40), ("smooth", None, 40), ("grid", None, 40),
+                                                  ("random", (0, 3, 5), 40), ("smooth", (0,), 40),
+                                                  ("random", None, 150), ("grid", (0, 3, 5), 150)])
+def test_gpu_scattering_fast_matches_array(cupy_backend, bte_cases, rng, levels, mechanisms, NW):
     from solver.bsp.kernels.cuda import scattering as cs
     cp = cupy_backend.xp
-    mesh = dict(NX=9, NS=3, NW=40, NPHI=16)
+    mesh = dict(NX=9, NS=3, NW=NW, NPHI=16)
     ma, mr = bte_cases.model(kernels_mode="auto", **mesh), bte_cases.model(kernels_mode="array", **mesh)
     assert kernels.lookup(ma, cupy_backend, "scat_gain") is cs.scat_gain
     assert kernels.lookup(ma, cupy_backend, "scat_loss") is cs.scat_loss

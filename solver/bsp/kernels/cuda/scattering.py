@@ -2,9 +2,12 @@
 exactly the arguments of the array functions of solver/bsp/scattering.py and return the same
 result to the summation order of einsum (docs/performance-bte-kernels.md).
 
-ONE launch per call, one thread per output (i, nu, p, l).  The thread loops over the branches of
-its valley nu (mechanism, nu', sigma, weight; the host table of ``scattering.branches`` copied once
-per model and mechanism subset as small device arrays) and over p', with the interpolation rule of
+ONE launch per call, one thread per output (i, nu, p, l), one block per row (i, nu, p) and chunk of
+ROW_BLOCK energies.  The block puts the row's (branch, p') table into shared memory (what does not
+depend on l: delta, delta / dw, weight x W), then each thread loops over the branches of its valley
+nu (mechanism, nu', sigma, weight; the host table of ``scattering.branches`` copied once per model
+and mechanism subset as small device arrays) and over p' (the N_sbn terms of a branch formed
+together: the kernels are built per N_sbn), with the interpolation rule of
 ``scattering.interpolate`` (trunc toward zero, validity r >= -1/2 and (l_d <= NW-2 or r == NW-1
 exactly), clip, linear in t) and the Heaviside / (1 + 2 alpha Gamma) factor of the loss.  Per
 branch the p' sum is formed first and then added to the valley total, as the array code does
@@ -27,15 +30,29 @@ from solver.bsp.kernels.cuda import _build
 SOURCE = "scattering.cu"
 OPTIONS = ("--fmad=false",)
 BLOCK = 128
+ROW_BLOCK = 64  # energies per block of gain / loss (NW = 300: 5 chunks, 94 % of the threads busy)
 
 
 def _launch(kernel, nthreads, args):
     _build.launch(_build.function(SOURCE, kernel, OPTIONS), nthreads, BLOCK, args)
 
 
+def _launch_rows(kernel, rows, NS, NW, nbranch, args):
+    """``kernel`` over one block per (row, chunk of ROW_BLOCK energies) for ``rows`` rows (i, nu, p);
+    ``args`` end with nchunk (``_chunks``).  Built for NS_ = N_sbn and MAXE = ``nbranch`` x N_sbn, the
+    (branch, p') pairs of the largest valley table (the size of the block's shared table)."""
+    fn = _build.function(SOURCE, kernel, OPTIONS, {"MAXE": max(1, nbranch * NS), "NS_": NS})
+    _build.launch(fn, rows * _chunks(NW) * ROW_BLOCK, ROW_BLOCK, args)
+
+
+def _chunks(NW):
+    return -(-NW // ROW_BLOCK)
+
+
 def _branch_table(model, mechanisms, which):
-    """Device arrays (offsets (4,) int32, nu' int32, sigma, weight) of scattering.branches;
-    weight = gain weight (``gain``) or 2 pi * loss weight * sqrt(m_x m_y)_nu' (``loss``)."""
+    """Device arrays (offsets (4,) int32, nu' int32, sigma, weight) of scattering.branches and the
+    most branches of one valley (host int); weight = gain weight (``gain``) or 2 pi * loss weight *
+    sqrt(m_x m_y)_nu' (``loss``)."""
     mkey = None if mechanisms is None else tuple(sorted(set(int(m) for m in mechanisms)))
     key = ("cuda.scattering", "branches", which, mkey)
     cache = model.device_cache
@@ -53,7 +70,8 @@ def _branch_table(model, mechanisms, which):
         cache[key] = (cp.asarray(np.array(off, dtype=np.int32)),
                       cp.asarray(np.array(nu2s + [0] * (pad - len(nu2s)), dtype=np.int32)),
                       cp.asarray(np.array(sig + [0.0] * (pad - len(sig)), dtype=np.float64)),
-                      cp.asarray(np.array(wt + [0.0] * (pad - len(wt)), dtype=np.float64)))
+                      cp.asarray(np.array(wt + [0.0] * (pad - len(wt)), dtype=np.float64)),
+                      max(b - a for a, b in zip(off, off[1:])))
     return cache[key]
 
 
@@ -69,10 +87,12 @@ def scat_gain(model, backend, PhiHat, eps, W, mechanisms=None):
 def gain_into(model, backend, PH, e, Wc, mechanisms, G):
     """The launch of scat_gain on float64 C-contiguous inputs, writing G (also captured by bte_graph)."""
     NX, NV, NS = e.shape
-    off, nu2, sig, wt = _branch_table(model, mechanisms, "gain")
+    off, nu2, sig, wt, nb = _branch_table(model, mechanisms, "gain")
     s_w = f64(cp, model.on(backend, "s_w"))
-    _launch("bsp_scat_gain", G.size, (PH, e, Wc, s_w, off, nu2, sig, wt, G, np.int32(NX), np.int32(NS),
-                                      np.int32(model.NW), np.float64(1.0 / model.dw)))
+    NW = model.NW
+    _launch_rows("bsp_scat_gain", NX * NV * NS, NS, NW, nb,
+                 (PH, e, Wc, s_w, off, nu2, sig, wt, G, np.int32(NW), np.int32(_chunks(NW)),
+                  np.float64(1.0 / model.dw)))
 
 
 def scat_loss(model, backend, eps, W, mechanisms=None):
@@ -87,10 +107,12 @@ def scat_loss(model, backend, eps, W, mechanisms=None):
 def loss_into(model, backend, e, Wc, mechanisms, Lc):
     """The launch of scat_loss on float64 C-contiguous inputs, writing Lc (also captured by bte_graph)."""
     NX, NV, NS = e.shape
-    off, nu2, sig, wt = _branch_table(model, mechanisms, "loss")
+    off, nu2, sig, wt, nb = _branch_table(model, mechanisms, "loss")
     w = f64(cp, model.on(backend, "w"))
-    _launch("bsp_scat_loss", Lc.size, (e, Wc, w, off, nu2, sig, wt, Lc, np.int32(NX), np.int32(NS),
-                                       np.int32(model.NW), np.float64(2.0 * model.alpha)))
+    NW = model.NW
+    _launch_rows("bsp_scat_loss", NX * NV * NS, NS, NW, nb,
+                 (e, Wc, w, off, nu2, sig, wt, Lc, np.int32(NW), np.int32(_chunks(NW)),
+                  np.float64(2.0 * model.alpha)))
 
 
 def overlap(model, backend, chi):
