@@ -61,6 +61,7 @@ RELAXATION = (0.5, 0.25)  # INITCOND/THERMEQUIL retries with damped updates afte
 NORM_KEYS = ("dV_inf", "dV_l2", "dN_inf", "dN_l2")
 THETA_MAX = 0.1  # converged_by_estimate: only for iterations that shrink the change >= 10x each time
 THETA_MAX_AGE = 9  # ... with a ratio measured within the last 9 solves (3 steps), else one is measured
+KEEP_MAX_NEWTON = 4  # ... and kept into the next step only after a step of at most 3 stages x 1 iteration + 1
 THETA_REFRESH = 0.5  # numerics.iter_jacobian = step: a kept Jacobian is evaluated afresh when an iteration
 #                      shrinks the change by less than this
 ESTIMATE_SAFETY = 0.5  # ... and the estimated error below half the tolerance

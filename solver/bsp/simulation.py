@@ -150,8 +150,10 @@ class Simulation:
         V_n = st.V
         stage_V = []
         newton = 0
-        # numerics.iter_jacobian = step: the kept Jacobian, evaluated afresh every iter_jacobian_steps steps
-        jacobian = getattr(self, "_jacobian", None) if st.step % self.cfg["numerics"]["iter_jacobian_steps"] else None
+        # numerics.iter_jacobian = step: the kept Jacobian, evaluated afresh every iter_jacobian_steps steps and
+        # after a step that took more than one Newton iteration per stage plus one (poisson.KEEP_MAX_NEWTON)
+        keep = st.step % self.cfg["numerics"]["iter_jacobian_steps"] and st.newton_iterations <= poisson.KEEP_MAX_NEWTON
+        jacobian = getattr(self, "_jacobian", None) if keep else None
         with tm.phase("step"):
             for s in range(3):
                 with tm.phase("BTE"):
@@ -348,7 +350,7 @@ class Simulation:
                     f.attrs["iter_contraction"] = it.contraction
                     f.attrs["iter_contraction_age"] = it.contraction_age
                 jac = getattr(self, "_jacobian", None)
-                if jac is not None and st.step % self.cfg["numerics"]["iter_jacobian_steps"]:  # the next step keeps it
+                if jac is not None:  # numerics.iter_jacobian = step: the next step may keep it
                     f.create_dataset("iter_jacobian_F", data=be.to_numpy(jac[0]))
                 f.attrs["A"] = eq.A
                 f.attrs["initcond_iterations"] = eq.initcond_iterations
