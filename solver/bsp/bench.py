@@ -18,11 +18,14 @@ import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from solver import io
+
+if TYPE_CHECKING:  # pandas is imported where a table is made: bench-case runs without it
+    import pandas as pd
 
 
 def _rel(a, b) -> float:
@@ -45,6 +48,8 @@ def compare_backends(cfg_path=None, overrides=(), backends=("numpy", "cupy"), st
         states[name] = {k: be.to_numpy(getattr(st, k)) for k in ("Phi", "V", "eps", "rho")}
         states[name]["mean_current"] = sim.scalars[-1]["mean_current_A_per_m"]
     ref = states[backends[0]]
+    import pandas as pd
+
     rows = []
     for name in backends[1:]:
         for k in ("Phi", "V", "eps", "rho", "mean_current"):
@@ -73,6 +78,8 @@ def phase_times(cfg_path=None, overrides=(), backends=("numpy",), steps=1, out=N
             rows.append({"backend": name, "device": rec["device"].get("device"), "phase": phase,
                          "seconds_per_step": sec})
         print(f"{name}: {rec['summary']['steps']} steps, startup {rec['summary']['startup_s']:.2f} s", file=sys.stderr)
+    import pandas as pd
+
     return pd.DataFrame(rows)
 
 
@@ -187,6 +194,8 @@ def bench(cfg_path=None, overrides=(), cases=(), timeout=None, log=sys.stderr):
     the case's threads).  Returns (steps table, spread table, per-case records).  A case that fails
     (non-zero exit, time-out) gives a row with empty times; its error is the ``note`` of
     steps_spread.csv and in the records."""
+    import pandas as pd
+
     import solver
 
     root = str(Path(solver.__file__).resolve().parents[1])
