@@ -40,6 +40,12 @@ def test_run_and_bench_case_parsers_import_nothing_heavy():
         assert _imported(_help(argv)) == [], argv
 
 
+def test_bench_case_overrides_import_no_pandas():
+    code = "from solver.bsp.bench import Case\nassert Case.parse('6x33x17x150x24:numpy:1:2:1').overrides()[:5] == " \
+           "['mesh.N_sbn=6', 'mesh.NX=33', 'mesh.NZ=17', 'mesh.NW=150', 'mesh.NPHI=24']"
+    assert "pandas" not in _imported(code)
+
+
 def test_the_full_help_still_imports_every_subcommand():
     # the control of the test above: bsp --help lists krylov, whose module imports scipy.sparse
     assert "scipy" in _imported(_help(["bsp", "--help"]))

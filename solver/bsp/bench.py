@@ -127,9 +127,8 @@ class Case:
         return f"{self.mesh}:{self.backend}:{self.threads}:{self.steps}:{self.warmup}"
 
     def overrides(self) -> list[str]:
-        from solver.bsp.analysis import parse_mesh
-
-        return ([f"mesh.{k}={v}" for k, v in parse_mesh(self.mesh).items()]
+        dims = zip(("N_sbn", "NX", "NZ", "NW", "NPHI"), map(int, self.mesh.split("x")))  # checked by parse
+        return ([f"mesh.{k}={v}" for k, v in dims]
                 + [f"time.steps={self.warmup + self.steps}", "time.t_end_ps=null", f"numerics.backend={self.backend}",
                    f"numerics.threads={self.threads}", "output.progress=false", "output.checkpoint_every_steps=0"])
 
