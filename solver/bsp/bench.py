@@ -24,7 +24,7 @@ import numpy as np
 
 from solver import io
 
-if TYPE_CHECKING:  # pandas is imported where a table is made: bench-case runs without it
+if TYPE_CHECKING:  # pandas is imported where a table is made (bench-case makes none): start-up time
     import pandas as pd
 
 
