@@ -1,8 +1,10 @@
 """Command line: ``python -m solver <command> ...``.
 
 Every study registers its own commands from ``solver/<study>/cli.py`` through a function
-``register(subparsers)``; each registered parser sets ``func`` to a callable taking the parsed
-arguments and returning an exit code.
+``register(subparsers, words)``; each registered parser sets ``func`` to a callable taking the
+parsed arguments and returning an exit code.  ``words`` are the command line's leading words (see
+:func:`command_words`): a study may register only the command they name, so that a command
+imports its own modules and no other's (start-up time); with no words it registers everything.
 """
 from __future__ import annotations
 
@@ -14,7 +16,9 @@ import sys
 from solver.backend import BackendUnavailable
 from solver.config import ConfigError, RunFault
 
-STUDY_CLIS = ("solver.bsp.cli", "solver.vecops.cli", "solver.collision.cli", "solver.rgf.cli")
+# command -> the module that registers it (the order of the modules is the order of --help)
+STUDY_CLIS = {"run": "solver.bsp.cli", "bsp": "solver.bsp.cli", "vecops": "solver.vecops.cli",
+              "collision": "solver.collision.cli", "rgf": "solver.rgf.cli"}
 
 
 class Parser(argparse.ArgumentParser):
@@ -25,15 +29,32 @@ class Parser(argparse.ArgumentParser):
         raise ConfigError(f"{self.prog}: {message}")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def command_words(argv) -> list[str]:
+    """The leading words of a command line, up to its first option: ``bsp bench-case CASE --set
+    X=1`` -> ``["bsp", "bench-case", "CASE"]``; ``--help`` -> ``[]``."""
+    words = []
+    for a in argv:
+        if a.startswith("-"):
+            break
+        words.append(a)
+    return words
+
+
+def build_parser(argv=None) -> argparse.ArgumentParser:
+    """The parser of every command, or (``argv`` given) the parser for ``argv``: where ``argv``
+    names a known command, only that command's study module is imported and registered."""
+    words = [] if argv is None else command_words(argv)
     p = Parser(prog="python -m solver", description=__doc__.splitlines()[0])
     p.add_argument("--version", action="version", version=f"solver {__import__('solver').__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     info = sub.add_parser("info", help="print the machine tag, backends and provenance of this machine")
     info.set_defaults(func=_info)
-    for mod in STUDY_CLIS:
+    if words and words[0] == "info":
+        return p
+    modules = [STUDY_CLIS[words[0]]] if words and words[0] in STUDY_CLIS else list(dict.fromkeys(STUDY_CLIS.values()))
+    for mod in modules:
         if importlib.util.find_spec(mod) is not None:
-            importlib.import_module(mod).register(sub)
+            importlib.import_module(mod).register(sub, words)
     return p
 
 
@@ -52,11 +73,12 @@ def _info(args) -> int:
 def main(argv=None) -> int:
     """Run one command.  A bad input (ConfigError, BackendUnavailable) is one line on stderr and exit
     code 2, a numerical fault during a run (RunFault) one line and exit code 3: no traceback."""
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(argv)
     try:
         args = parser.parse_args(argv)
-        if not getattr(args, "func", None):
-            parser.print_help()
+        if not getattr(args, "func", None):  # no command: the help of them all
+            build_parser().print_help()
             return 2
         return int(args.func(args) or 0)
     except (ConfigError, BackendUnavailable) as exc:

@@ -18,11 +18,14 @@ import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from solver import io
+
+if TYPE_CHECKING:  # pandas is imported where a table is made (bench-case makes none): start-up time
+    import pandas as pd
 
 
 def _rel(a, b) -> float:
@@ -45,6 +48,8 @@ def compare_backends(cfg_path=None, overrides=(), backends=("numpy", "cupy"), st
         states[name] = {k: be.to_numpy(getattr(st, k)) for k in ("Phi", "V", "eps", "rho")}
         states[name]["mean_current"] = sim.scalars[-1]["mean_current_A_per_m"]
     ref = states[backends[0]]
+    import pandas as pd
+
     rows = []
     for name in backends[1:]:
         for k in ("Phi", "V", "eps", "rho", "mean_current"):
@@ -73,6 +78,8 @@ def phase_times(cfg_path=None, overrides=(), backends=("numpy",), steps=1, out=N
             rows.append({"backend": name, "device": rec["device"].get("device"), "phase": phase,
                          "seconds_per_step": sec})
         print(f"{name}: {rec['summary']['steps']} steps, startup {rec['summary']['startup_s']:.2f} s", file=sys.stderr)
+    import pandas as pd
+
     return pd.DataFrame(rows)
 
 
@@ -120,9 +127,8 @@ class Case:
         return f"{self.mesh}:{self.backend}:{self.threads}:{self.steps}:{self.warmup}"
 
     def overrides(self) -> list[str]:
-        from solver.bsp.analysis import parse_mesh
-
-        return ([f"mesh.{k}={v}" for k, v in parse_mesh(self.mesh).items()]
+        dims = zip(("N_sbn", "NX", "NZ", "NW", "NPHI"), map(int, self.mesh.split("x")))  # checked by parse
+        return ([f"mesh.{k}={v}" for k, v in dims]
                 + [f"time.steps={self.warmup + self.steps}", "time.t_end_ps=null", f"numerics.backend={self.backend}",
                    f"numerics.threads={self.threads}", "output.progress=false", "output.checkpoint_every_steps=0"])
 
@@ -187,6 +193,8 @@ def bench(cfg_path=None, overrides=(), cases=(), timeout=None, log=sys.stderr):
     the case's threads).  Returns (steps table, spread table, per-case records).  A case that fails
     (non-zero exit, time-out) gives a row with empty times; its error is the ``note`` of
     steps_spread.csv and in the records."""
+    import pandas as pd
+
     import solver
 
     root = str(Path(solver.__file__).resolve().parents[1])

@@ -1,13 +1,23 @@
 """``python -m solver run CONFIG --out DIR`` and ``python -m solver bsp ...``."""
 from __future__ import annotations
 
+import importlib
 import json
 import sys
 
 from solver.config import int_option
 
+# the bsp subcommands that other modules register: (module, its register function, its subcommands)
+BSP_CLIS = (("solver.bsp.validate", "register", ("validate",)),
+            ("solver.bsp.iv", "register", ("iv",)),
+            ("solver.bsp.bench", "register", ("bench", "bench-case", "compare-backends", "phases")),
+            ("solver.bsp.profile", "register", ("kernel-profile", "iter-kernels", "ncu-step", "ncu-profile", "overlap")),
+            ("solver.bsp.krylov", "register_cli", ("krylov",)))
 
-def register(sub) -> None:
+
+def register(sub, words=()) -> None:
+    """``run`` and ``bsp``; ``words`` (solver.cli.command_words) naming a bsp subcommand import its
+    module only, naming ``run`` none of them, naming nothing (or ``bsp`` alone) all of them."""
     p = sub.add_parser("run", help="run the BSP DG-MOSFET solver on a YAML configuration")
     p.add_argument("config", nargs="?", default=None, help="YAML run configuration (default: all defaults)")
     p.add_argument("--out", required=True, help="output folder (run.json, profiles, scalars, timers, fields)")
@@ -30,13 +40,14 @@ def register(sub) -> None:
     v.add_argument("config", nargs="?", default=None)
     v.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     v.set_defaults(func=_show_config)
-    from solver.bsp import bench, iv, krylov, profile, validate
-
-    validate.register(bs)
-    iv.register(bs)
-    bench.register(bs)
-    profile.register(bs)
-    krylov.register_cli(bs)
+    words = list(words)
+    name = words[1] if words[:1] == ["bsp"] and len(words) > 1 else None
+    if words[:1] == ["run"] or name == "config":
+        chosen = []
+    else:
+        chosen = [c for c in BSP_CLIS if name in c[2]] or BSP_CLIS
+    for module, function, _ in chosen:
+        getattr(importlib.import_module(module), function)(bs)
 
 
 def _overrides(args) -> list[str]:

@@ -2,11 +2,15 @@
 scalars, and HDF5 fields with units as attributes."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import pandas as pd
 
 from solver import io
 from solver.bsp.constants import N_VALLEYS, Q, VALLEY_DEGENERACY
+
+if TYPE_CHECKING:  # pandas is imported where a table is made (start-up time)
+    import pandas as pd
 
 
 def trapezoid(y, dx):
@@ -41,6 +45,8 @@ def profiles(model, rho, j_sub, eps, deps_dx) -> pd.DataFrame:
         for nu in range(N_VALLEYS):
             for p in range(P):
                 cols[f"{name}_nu{nu}_p{p}_{unit}"] = arr[:, nu, p] * scale
+    import pandas as pd
+
     return pd.DataFrame(cols)
 
 

@@ -47,7 +47,9 @@ def _common(p, name):
     p.add_argument("--name", default=name)
 
 
-def register(sub):
+def register(sub, words=()):
+    """The ``collision`` command and all its subcommands (``words``: see solver.cli;
+    unused, this one module registers them all)."""
     p = sub.add_parser("collision", help="paper 004: deterministic hard-sphere collision integral")
     s = p.add_subparsers(dest="collision_cmd", metavar="SUB")
     r = s.add_parser("relax", help="bi-Maxwellian relaxation (Fig 1), conservation, entropy, CE rate")

@@ -30,7 +30,9 @@ def _section(text):
     return int(ny), int(nz)
 
 
-def register(sub):
+def register(sub, words=()):
+    """The ``rgf`` command and all its subcommands (``words``: see solver.cli;
+    unused, this one module registers them all)."""
     p = sub.add_parser("rgf", help="recursive Green's function transport in a Si nanowire (paper 002)")
     s = p.add_subparsers(dest="rgf_cmd", metavar="SUBCOMMAND")
 

@@ -23,7 +23,9 @@ def _common(p, device=True):
         p.add_argument("--device", choices=["gpu", "cpu"], required=True, help="GPU kernels (CuPy) or CPU columns")
 
 
-def register(sub) -> None:
+def register(sub, words=()) -> None:
+    """The ``vecops`` command and all its subcommands (``words``: see solver.cli;
+    unused, this one module registers them all)."""
     v = sub.add_parser("vecops", help="paper 003: AXPY, DOT and CSR SpMV kernels (GPU and CPU)")
     vs = v.add_subparsers(dest="vecops_command", metavar="SUBCOMMAND")
 
