@@ -7,6 +7,7 @@ well below the Newton tolerance, fewer Jacobian evaluations and factorizations, 
 Jacobian falls back to plain Newton."""
 import numpy as np
 import pytest
+import scipy.sparse.linalg as spla
 
 from solver.backend import get_backend
 from solver.bsp import poisson
@@ -21,7 +22,7 @@ STEPS = 10
 def _run(monkeypatch, *extra):
     """(sim, Newton iterations per step, Frechet evaluations, factorizations) of a TINY run."""
     counts = {"frechet": 0, "factor": 0}
-    frechet, splu = poisson.frechet, poisson.spla.splu
+    frechet, splu = poisson.frechet, spla.splu
 
     def counted_frechet(*a, **k):
         counts["frechet"] += 1
@@ -32,7 +33,7 @@ def _run(monkeypatch, *extra):
         return splu(*a, **k)
     with monkeypatch.context() as mp:
         mp.setattr(poisson, "frechet", counted_frechet)
-        mp.setattr(poisson.spla, "splu", counted_splu)
+        mp.setattr(spla, "splu", counted_splu)
         sim = Simulation(load(None, TINY + [f"time.steps={STEPS}", *extra]), get_backend("numpy"), progress=False)
         newton, start = [], {}
         step = sim.step

@@ -47,8 +47,6 @@ from contextlib import nullcontext
 from dataclasses import dataclass, field
 
 import numpy as np
-import scipy.sparse as sp
-import scipy.sparse.linalg as spla
 
 from solver.bsp import schrodinger
 from solver.bsp import kernels as _kernels
@@ -262,6 +260,8 @@ class NewtonSystem:
         s = 1.0 / d
         data = np.concatenate([self.vals_static, Fv.ravel()]) * s[self.all_rows]
         csc = np.bincount(self.inverse, weights=data, minlength=self.nnz)
+        import scipy.sparse as sp  # here, not at import: start-up (docs/performance-startup.md)
+
         A = sp.csc_matrix((csc, self.indices, self.indptr), shape=(self.n, self.n))
         return A, s
 
@@ -311,6 +311,8 @@ def solve_linsys(model, backend, sysm, A, b, reuse=False):
     fast = _kernels.lookup(model, backend, "solve_linsys")
     if fast is not None:
         return fast(model, backend, sysm, A, b, reuse)
+    import scipy.sparse.linalg as spla
+
     key = ("_iter_lu", sysm.x_bc)
     cache = model.device_cache
     if not (reuse and key in cache and cache[key][0] is A):

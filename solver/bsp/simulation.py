@@ -14,9 +14,9 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from solver import io, provenance
 from solver.backend import get_backend
@@ -24,6 +24,9 @@ from solver.bsp import bte, dens, output, poisson, scattering, schrodinger, stea
 from solver.bsp.model import Model, check_memory, gate_volts
 from solver.config import ConfigError, RunFault
 from solver.timing import PhaseTimer
+
+if TYPE_CHECKING:  # pandas is imported where tables are written (start-up: docs/performance-startup.md)
+    import pandas as pd
 
 CHECKPOINT = "checkpoint.h5"
 FINAL_STATE = "final_state.h5"  # continuation.save_final_state: the last step's checkpoint, for --init-from
@@ -330,6 +333,7 @@ class Simulation:
         if self.out is None:
             return
         import h5py
+        import pandas as pd
 
         be, st, eq = self.backend, self.state, self.eq
         with io.atomic_path(self.out / name) as tmp:
@@ -596,6 +600,8 @@ class Simulation:
         return self.finish(host, final, time.perf_counter() - wall0)
 
     def finish(self, host, final: pd.DataFrame, wall_s: float) -> dict:
+        import pandas as pd
+
         st, m = self.state, self.model
         summary = {
             "steps": st.step,
@@ -662,6 +668,8 @@ def _write_table(f, name, df: pd.DataFrame) -> None:
 
 
 def _read_table(g) -> pd.DataFrame:
+    import pandas as pd
+
     cols = {}
     for c in (str(c) for c in g.attrs["columns"]):
         v = g[c][...]
