@@ -28,7 +28,7 @@ def rel(a, b):
 
 
 def test_phases_are_the_papers_names():
-    assert kernels.PHASES == ("WENO_x", "WENO_w", "WENO_phi", "scat_gain", "scat_loss", "RK", "RK_wphi", "eigen",
+    assert kernels.PHASES == ("WENO_x", "WENO_w", "WENO_phi", "scat_gain", "scat_loss", "RK", "RK_wphi", "overlap", "eigen",
                               "Frechet", "construct_linsys", "solve_linsys", "newton_rhs", "newton_norms", "deps_dx")
     with pytest.raises(KeyError, match="no BSP phase 'gain'"):
         kernels.lookup(model(), NP_BE, "gain")
@@ -230,6 +230,8 @@ def test_rk_fast_path_only_with_fast_bte_kernels(emulated_cuda, monkeypatch):
     assert kernels.lookup(model("numerics.bte_kernels=exact"), be, "RK") is None
     assert kernels.lookup(model(), be, "RK_wphi") is emulated_cuda.rk.stage_update
     assert kernels.lookup(model("numerics.bte_kernels=exact"), be, "RK_wphi") is None
+    assert kernels.lookup(model(), be, "overlap") is emulated_cuda.scattering.overlap
+    assert kernels.lookup(model("numerics.bte_kernels=exact"), be, "overlap") is None
     assert kernels.lookup(model("numerics.bte_kernels=exact"), be, "WENO_x") is emulated_cuda.weno.weno_x
     assert kernels.lookup(model("numerics.kernels=array"), be, "RK") is None
 
@@ -308,8 +310,10 @@ def test_emulated_iter_run_fast_vs_array(emulated_cuda, fake_graph_capture, monk
         sim.run(resume=False)
         states[mode] = {k: np.asarray(getattr(sim.state, k)) for k in ("Phi", "V", "eps", "rho")}
     assert solves  # the batched block solve ran (auto beyond MAX_NZ)
-    ev = fake_graph_capture.events  # through one graph per system: INITCOND's and the Dirichlet one
-    assert ev.count("capture") == 2 and ev.count("launch") == len(solves), (ev.count("capture"), len(solves))
+    # through one graph per system (INITCOND's and the Dirichlet one) and one for the Dirichlet system's
+    # re-solve with the kept factors (numerics.iter_jacobian = step: GaussJordanCR.resolve)
+    ev = fake_graph_capture.events
+    assert ev.count("capture") == 3 and ev.count("launch") == len(solves), (ev.count("capture"), ev.count("launch"), len(solves))
     for k, v in states["auto"].items():
         assert rel(v, states["array"][k]) <= 1e-10, (k, rel(v, states["array"][k]))
 
@@ -340,6 +344,7 @@ def test_cuda_table_is_the_block_versions(cupy_backend):
     m = model("mesh.NX=13", "mesh.NZ=11")
     assert kernels.lookup(m, cupy_backend, "RK") is rk.rk_update
     assert kernels.lookup(m, cupy_backend, "RK_wphi") is rk.stage_update
+    assert kernels.lookup(m, cupy_backend, "overlap") is scattering.overlap
     for name in ("construct_linsys", "solve_linsys", "newton_rhs", "newton_norms"):
         assert kernels.lookup(m, cupy_backend, name) is getattr(newton, name)
     assert kernels.lookup(m, cupy_backend, "Frechet") is frechet.frechet

@@ -614,7 +614,7 @@ NCU_KERNELS = {
     # paper kernel does the same work
     "bsp_wphi_rk": ("BTE", "WENO_w+WENO_phi+RK (+ DENS), fused", "", None),
     "bsp_rho": ("DENS", "DENS", "cuda_pdftilde", 6),
-    "bsp_overlap": ("BTE", "overlap", "", None),  # W with numerics.bte_graph (CuPy's matmul without)
+    "bsp_overlap": ("BTE", "overlap", "", None),  # W (phase key overlap; CuPy's matmul with bte_kernels exact)
     "eigenvalues_nr": ("ITER", "eigen", "cuda_eigenvalues_NR", None),
     "eigenvalues": ("ITER", "eigen", "cuda_eigenvalues_NR", None),
     "ipim_a": ("ITER", "eigen", "cuda_tridiag_Thomas", None),
@@ -627,6 +627,7 @@ NCU_KERNELS = {
     "gj_inverse": ("ITER", "solve_linsys", "", None),
     "bcr_update0": ("ITER", "solve_linsys", "", None),
     "bcr_update": ("ITER", "solve_linsys", "", None),
+    "bcr_rhs": ("ITER", "solve_linsys", "", None),
     "bcr_backsub": ("ITER", "solve_linsys", "", None),
     "newton_rhs": ("ITER", "newton_rhs", "", None),
     "newton_norms": ("ITER", "newton_norms", "", None),

@@ -38,12 +38,13 @@ N_VALLEYS = 3
 # ---------------------------------------------------------------------------- overlap
 def overlap(model, backend, chi):
     """W_{(nu,p),(nu',p')}(x) = dz sum_{j=1}^{NZ-2} chi_{nu,p}^2 chi_{nu',p'}^2, (NX, 3, N_sbn, 3, N_sbn).
-    With numerics.bte_graph on cupy (bte.graphed) one kernel forms it (kernels/cuda/scattering.py:
-    one launch instead of CuPy's matmul and two elementwise passes; equal to rounding)."""
-    from solver.bsp import bte
-    if bte.graphed(model, backend):
-        from solver.bsp.kernels.cuda import scattering as cuda_scattering
-        return cuda_scattering.overlap(model, backend, chi)
+    The fast path (phase key ``overlap``; cupy with numerics.bte_kernels fast, also inside
+    numerics.bte_graph's stage) forms it by one kernel (kernels/cuda/scattering.py: one launch
+    instead of CuPy's matmul and two elementwise passes; equal to rounding: the sum over z in the
+    order j = 1 .. NZ-2 instead of the BLAS's)."""
+    fast = _kernels.lookup(model, backend, "overlap")
+    if fast is not None:
+        return fast(model, backend, chi)
     xp = backend.xp
     NX, NV, NS, NZ = chi.shape
     c2 = chi[..., 1:NZ - 1] ** 2

@@ -44,6 +44,7 @@ REFERENCE = {
     "scat_loss": "solver.bsp.scattering.scat_loss",
     "RK": "solver.bsp.bte.rk3_combine",  # without the fast path: rhs + rk3_combine, DENS apart
     "RK_wphi": "solver.bsp.bte.stage_update",  # RK with the WENO w and phi terms in one kernel
+    "overlap": "solver.bsp.scattering.overlap",  # the overlap integrals W of the scattering rates
     "eigen": "solver.bsp.schrodinger.eigen",
     "Frechet": "solver.bsp.poisson.frechet",
     "construct_linsys": "solver.bsp.poisson.construct_linsys",
@@ -53,7 +54,7 @@ REFERENCE = {
     "deps_dx": "solver.bsp.schrodinger.deps_dx_max",
 }
 PHASES = tuple(REFERENCE)
-FAST_ONLY = frozenset({"RK", "RK_wphi"})  # fast paths that run only with numerics.bte_kernels: fast
+FAST_ONLY = frozenset({"RK", "RK_wphi", "overlap"})  # fast paths that run only with numerics.bte_kernels: fast
 BTE_VARIANT_PHASES = ("WENO_x", "WENO_w", "WENO_phi", "RK", "RK_wphi")  # cupy kernels chosen by numerics.bte_kernels
 
 

@@ -8,7 +8,7 @@ phases stay on the array reference).
                                            sum of the terms and DENS; numerics.bte_kernels: fast);
                                            RK_wphi (the same with the WENO w and phi terms, kernel
                                            bsp_wphi_rk of weno.cu)
-    scattering.py  + scattering.cu         scat_gain, scat_loss (and W by bsp_overlap with numerics.bte_graph)
+    scattering.py  + scattering.cu         scat_gain, scat_loss, overlap (W by bsp_overlap; numerics.bte_kernels: fast)
     bte_graph.py                           numerics.bte_graph: the whole stage (WENO_x, gain, loss, RK_wphi)
                                            replayed from a CUDA graph (bte.advance; not a TABLE entry)
     eigen.py       + eigen.cu, eigen_nr.cu eigen (kernels eigenvalues / eigenvalues_nr, variant numerics.eigen;
@@ -35,6 +35,7 @@ TABLE = {
     "scat_loss": scattering.scat_loss,
     "RK": rk.rk_update,
     "RK_wphi": rk.stage_update,
+    "overlap": scattering.overlap,
     "eigen": eigen.eigen,
     "Frechet": frechet.frechet,
     "construct_linsys": newton.construct_linsys,

@@ -116,7 +116,7 @@ def loss_into(model, backend, e, Wc, mechanisms, Lc):
 
 
 def overlap(model, backend, chi):
-    """scattering.overlap by one launch (numerics.bte_graph): W (NX, 3, N_sbn, 3, N_sbn), the sum over
+    """scattering.overlap by one launch (phase key overlap): W (NX, 3, N_sbn, 3, N_sbn), the sum over
     z in the order j = 1 .. NZ-2 (the reference's matmul sums in cuBLAS's order: equal to rounding)."""
     c = f64(cp, chi)
     NX, NV, NS, NZ = c.shape
