@@ -26,7 +26,11 @@ run to run and for any thread count.
                      the solves B^{-1} [A | C | r] (``prange`` over (block, column)), the
                      updates of the kept blocks (``prange`` over (block, row)); level 0 uses that
                      A and C are diagonal there.  Back substitution per level over (block, row).
-                     Dirichlet entries equal b exactly.
+                     Dirichlet entries equal b exactly.  The factors are kept per system
+                     (_cr_factors); ``reuse=True`` with the very matrix object they belong to
+                     (numerics.iter_jacobian = step) only substitutes (_cr_resolve: the right-hand
+                     side's part of each level, ``prange`` over blocks, then the back substitution;
+                     bit-identical to factoring again).
 ``newton_rhs``       the interior rhs -c_p (N - N_D) + c_p dz F V (poisson._newton_loop's hook).
 ``newton_norms``     the four Newton norms and all(isfinite(x)): per-row partial results in
                      parallel, combined in row order (deterministic).
