@@ -133,6 +133,64 @@ def test_solve_pivots_inside_blocks(be, rng, newton_cases):
     assert rel(x1, x0) <= TOL, rel(x1, x0)
 
 
+@pytest.fixture
+def cr_calls(monkeypatch):
+    """Counts of the numba solve's factorizations (_cr_solve) and re-solves (_cr_resolve)."""
+    counts = {"factor": 0, "resolve": 0}
+    for key, name in (("factor", "_cr_solve"), ("resolve", "_cr_resolve")):
+        fn = getattr(ni, name)
+
+        def counted(*a, _fn=fn, _key=key, **k):
+            counts[_key] += 1
+            return _fn(*a, **k)
+        monkeypatch.setattr(ni, name, counted)
+    return counts
+
+
+@pytest.mark.parametrize("mesh", [("mesh.NX=17", "mesh.NZ=33"), ("mesh.NX=65", "mesh.NZ=65"), ("mesh.NX=10", "mesh.NZ=129")])
+def test_reuse_resolves_with_the_kept_factors(be, mesh, rng, newton_cases, cr_calls):
+    """solve_linsys(..., reuse=True) with the very A of the system's last solve substitutes with its
+    kept factors: for new right-hand sides the same bits as factoring again, and SuperLU's x to 1e-12;
+    a solve of the other system in between keeps them (per system); an equal A that is another object,
+    or a system factored since, is factored again."""
+    m = model(*mesh)
+    sysm, F, rhs, bvals = _problem(newton_cases, m, "dirichlet", rng)
+    other = _problem(newton_cases, m, "neumann", rng)
+    A, b = ni.construct_linsys(m, be, sysm, F, rhs, bvals)
+    ni.solve_linsys(m, be, sysm, A, b)
+    assert cr_calls == {"factor": 1, "resolve": 0}
+    for k in range(3):
+        rhs2 = (1.0 + 0.5 * rng.standard_normal(rhs.shape)) * rhs + k * rng.standard_normal(rhs.shape)
+        bv2 = bvals * (1.0 + 0.1 * k)
+        A2, b2 = ni.construct_linsys(m, be, sysm, F, rhs2, bv2)  # equal to A, another object
+        Ao, bo = ni.construct_linsys(m, be, other[0], *other[1:])
+        ni.solve_linsys(m, be, other[0], Ao, bo)  # the neumann system: its own factors
+        x1 = ni.solve_linsys(m, be, sysm, A, b2, reuse=True)
+        assert cr_calls["resolve"] == k + 1
+        A0, b0 = poisson.construct_linsys(m, NP, sysm, F, rhs2, bv2)
+        assert rel(x1, poisson.solve_linsys(m, NP, sysm, A0, b0)) <= TOL
+        np.testing.assert_array_equal(x1[sysm.dirichlet_flat], bv2[sysm.dirichlet_flat])
+        n = cr_calls["factor"]
+        x2 = ni.solve_linsys(m, be, sysm, A2, b2, reuse=True)  # not the kept object: factored again
+        assert cr_calls["factor"] == n + 1
+        np.testing.assert_array_equal(x1, x2)  # the same operations in the same order
+        ni.solve_linsys(m, be, sysm, A, b2, reuse=True)  # A2 was factored since: A is factored again
+        assert cr_calls["factor"] == n + 2 and cr_calls["resolve"] == k + 1
+
+
+def test_resolve_is_bitwise_deterministic(coarse, rng, newton_cases):
+    m, ic = coarse
+    sysm, F, rhs, bvals = _problem(newton_cases, m, "dirichlet", rng)
+    out = []
+    for threads in (1, 2, 2):
+        b = get_backend("numba", threads=threads)
+        A, bb = ni.construct_linsys(m, b, sysm, F, rhs, bvals)
+        ni.solve_linsys(m, b, sysm, A, bb)
+        out.append(ni.solve_linsys(m, b, sysm, A, 2.0 * bb, reuse=True))
+    for later in out[1:]:
+        np.testing.assert_array_equal(out[0], later)
+
+
 # ---------------------------------------------------------------------------- Newton glue
 def test_newton_rhs_and_norms(be, coarse, rng):
     m, ic = coarse
@@ -176,3 +234,51 @@ def test_few_steps_with_fast_iter_equal_numpy():
             assert impl[phase].startswith("solver.bsp.kernels.numba.iter." if name == "numba" else "solver.bsp."), impl
     for k, v in states["numba"].items():
         assert rel(v, states["numpy"][k]) <= 1e-10, (k, rel(v, states["numpy"][k]))
+
+
+def test_kept_jacobian_run_equals_numpy_and_factors_once_per_step(monkeypatch, cr_calls):
+    """numerics.iter_jacobian = step (the default), iter_jacobian_steps = 1: four steps of a tiny run on
+    the numba backend agree with the numpy backend to 1e-12; numba factors once per step (as numpy's
+    SuperLU) and re-solves in the step's other Newton iterations (with the default 10 steps, the
+    Jacobian is kept across steps: still no more factorizations than numpy's)."""
+    import scipy.sparse.linalg as spla
+
+    from solver.bsp.simulation import Simulation
+
+    splu = spla.splu
+    lu = [0]
+
+    def counted_splu(*a, **k):
+        lu[0] += 1
+        return splu(*a, **k)
+    monkeypatch.setattr(spla, "splu", counted_splu)
+    tiny = ["mesh.N_sbn=3", "mesh.NX=9", "mesh.NZ=13", "mesh.NW=12", "mesh.NPHI=8", "output.progress=false",
+            "time.steps=4", "time.t_end_ps=null", "output.checkpoint_every_steps=0", "numerics.threads=2"]
+    for steps in ("1", "10"):
+        states, per_step = {}, {}
+        for name in ("numba", "numpy"):
+            sim = Simulation(load(None, tiny + [f"numerics.backend={name}", f"numerics.iter_jacobian_steps={steps}"]),
+                             progress=False)
+            assert sim.cfg["numerics"]["iter_jacobian"] == "step"
+            rows = per_step[name] = []
+            step = sim.step
+
+            def counted(sim=sim, step=step, rows=rows):  # per step: (Newton iterations, factorizations, re-solves)
+                f0, r0, l0 = cr_calls["factor"], cr_calls["resolve"], lu[0]
+                step()
+                fac = cr_calls["factor"] - f0 if sim.backend.name == "numba" else lu[0] - l0
+                rows.append((int(sim.state.newton_iterations), fac, cr_calls["resolve"] - r0))
+            sim.step = counted
+            sim.run(resume=False)
+            assert sim.state.step == 4
+            states[name] = {k: np.array(getattr(sim.state, k)) for k in ("Phi", "V", "eps", "rho", "chi")}
+        for k, v in states["numba"].items():
+            assert rel(v, states["numpy"][k]) <= TOL, (steps, k, rel(v, states["numpy"][k]))
+        nb, npy = per_step["numba"], per_step["numpy"]
+        assert [r[0] for r in nb] == [r[0] for r in npy] and [r[1] for r in nb] == [r[1] for r in npy], (nb, npy)
+        assert all(n == f + r for n, f, r in nb), nb  # every other Newton iteration re-solves
+        if steps == "1":
+            assert [r[1] for r in nb] == [1, 1, 1, 1], nb
+            assert all(r[2] >= 2 for r in nb), nb  # 3 stages: at least 2 re-solves per step
+        else:
+            assert sum(r[1] for r in nb) <= 4, nb

@@ -26,7 +26,11 @@ run to run and for any thread count.
                      the solves B^{-1} [A | C | r] (``prange`` over (block, column)), the
                      updates of the kept blocks (``prange`` over (block, row)); level 0 uses that
                      A and C are diagonal there.  Back substitution per level over (block, row).
-                     Dirichlet entries equal b exactly.
+                     Dirichlet entries equal b exactly.  The factors are kept per system
+                     (_cr_factors); ``reuse=True`` with the very matrix object they belong to
+                     (numerics.iter_jacobian = step) only substitutes (_cr_resolve: the right-hand
+                     side's part of each level, ``prange`` over blocks, then the back substitution;
+                     bit-identical to factoring again).
 ``newton_rhs``       the interior rhs -c_p (N - N_D) + c_p dz F V (poisson._newton_loop's hook).
 ``newton_norms``     the four Newton norms and all(isfinite(x)): per-row partial results in
                      parallel, combined in row order (deterministic).
@@ -542,10 +546,11 @@ def _cr_eliminate(D, lo, up, B, A, C, r, piv, LUT, XT, XA, XC, Xr, NX, h, first,
 
 
 @njit(parallel=True, cache=True)
-def _cr_update(D, lo, up, B, A, C, r, XA, XC, Xr, NX, h, n_kept, level0, A2, C2):
+def _cr_update(D, lo, up, B, A, C, r, XA, XC, Xr, NX, h, n_kept, level0, A2, C2, SA, SC, off):
     """The kept i = 2 h m, row by row: B_i -= A_i XC_{i-h} + C_i XA_{i+h}, A2_i = -A_i XA_{i-h},
     C2_i = -C_i XC_{i+h}, r_i -= A_i Xr_{i-h} + C_i Xr_{i+h} (level 0: B_i = D_i, A_i = diag(lo_i),
-    C_i = diag(up_i))."""
+    C_i = diag(up_i)).  Levels >= 1 also keep A_i and C_i (the couplings this level replaces) in
+    SA[off + m], SC[off + m] for the re-solve (_rs_level)."""
     NZ = r.shape[1]
     un = uint64(NZ)
     for t in prange(n_kept * NZ):
@@ -553,6 +558,7 @@ def _cr_update(D, lo, up, B, A, C, r, XA, XC, Xr, NX, h, n_kept, level0, A2, C2)
         j = t % NZ
         ui = uint64(i)
         uj = uint64(j)
+        uo = uint64(off + t // NZ)
         for q in range(un):
             A2[ui, uj, q] = 0.0
             C2[ui, uj, q] = 0.0
@@ -566,6 +572,8 @@ def _cr_update(D, lo, up, B, A, C, r, XA, XC, Xr, NX, h, n_kept, level0, A2, C2)
             uw = uint64(i - h)
             for k in range(k0, k1):
                 f = lo[i, j] if level0 else A[i, j, k]
+                if not level0:
+                    SA[uo, uj, k] = f
                 if f != 0.0:
                     uk = uint64(k)
                     for q in range(un):
@@ -576,6 +584,8 @@ def _cr_update(D, lo, up, B, A, C, r, XA, XC, Xr, NX, h, n_kept, level0, A2, C2)
             ue = uint64(i + h)
             for k in range(k0, k1):
                 f = up[i, j] if level0 else C[i, j, k]
+                if not level0:
+                    SC[uo, uj, k] = f
                 if f != 0.0:
                     uk = uint64(k)
                     for q in range(un):
@@ -600,6 +610,61 @@ def _cr_backsub(XA, XC, Xr, b, dirichlet, NX, h, first, step, n_elim, x):
         x[i, j] = b[i, j] if dirichlet[i, j] else v
 
 
+@njit(parallel=True, cache=True)
+def _rs_first(r, piv, LUT, X, n_elim):
+    """The re-solve's level 0: X[i, 0] = B_i^{-1} r_i for the eliminated i = 1 + 2 m (the kept LU
+    factors, _lu_solve_row as in _cr_eliminate: the same bits)."""
+    NZ = r.shape[1]
+    for m in prange(n_elim):
+        i = 1 + 2 * m
+        for j in range(NZ):
+            X[i, 0, j] = r[i, j]
+        _lu_solve_row(LUT, piv, i, X, 0)
+
+
+@njit(parallel=True, cache=True)
+def _rs_level(lo, up, SA, SC, off, r, piv, LUT, X, NX, h, n_kept, level0):
+    """The re-solve of level h for the kept i = 2 h m, one item per block: r_i -= A_i X_{i-h} +
+    C_i X_{i+h} (row by row, in _cr_update's order; A_i, C_i: diag(lo_i), diag(up_i) at level 0,
+    else the couplings _cr_update kept in SA/SC[off + m]); then, for the blocks the next level
+    eliminates (m odd; column 0 after the last level), X[i, 0] = B_i^{-1} r_i.  An item writes only
+    r_i and X[i]; it reads X at the odd multiples of h, written by the previous pass."""
+    NZ = r.shape[1]
+    for m in prange(n_kept):
+        i = 2 * h * m
+        uo = uint64(off + m)
+        for j in range(NZ):
+            uj = uint64(j)
+            rn = r[i, j]
+            if i - h >= 0:
+                uw = uint64(i - h)
+                if level0:
+                    f = lo[i, j]
+                    if f != 0.0:
+                        rn -= f * X[uw, 0, uj]
+                else:
+                    for k in range(NZ):
+                        f = SA[uo, uj, k]
+                        if f != 0.0:
+                            rn -= f * X[uw, 0, k]
+            if i + h < NX:
+                ue = uint64(i + h)
+                if level0:
+                    f = up[i, j]
+                    if f != 0.0:
+                        rn -= f * X[ue, 0, uj]
+                else:
+                    for k in range(NZ):
+                        f = SC[uo, uj, k]
+                        if f != 0.0:
+                            rn -= f * X[ue, 0, k]
+            r[i, j] = rn
+        if m % 2 == 1 or n_kept == 1:
+            for j in range(NZ):
+                X[i, 0, j] = r[i, j]
+            _lu_solve_row(LUT, piv, i, X, 0)
+
+
 _WORK: dict = {}
 
 
@@ -613,28 +678,60 @@ def _work(key, build):
 
 
 def _cr_work(NX: int, NZ: int) -> dict:
-    """The work arrays of _cr_solve (10 NX NZ^2 doubles: 22 MB on the standard mesh)."""
+    """The work arrays of _cr_solve shared by all systems (5 NX NZ^2 + NX (2 NZ + 2) NZ doubles:
+    14 MB on the standard mesh; the factors are the system's, _cr_factors)."""
     def build():
         blk = lambda: np.empty((NX, NZ, NZ))  # noqa: E731
-        return dict(B=blk(), A=blk(), C=blk(), A2=blk(), C2=blk(), LUT=blk(), XA=blk(), XC=blk(),
-                    XT=np.empty((NX, 2 * NZ + 1, NZ)), Xr=np.empty((NX, NZ)), piv=np.empty((NX, NZ), dtype=np.int64))
+        return dict(B=blk(), A=blk(), C=blk(), A2=blk(), C2=blk(),
+                    XT=np.empty((NX, 2 * NZ + 1, NZ)), Xr=np.empty((NX, NZ)))
     return _work(("cr", NX, NZ), build)
 
 
-def _cr_solve(D, lo, up, b, dirichlet):
-    """x (NX, NZ) by block cyclic reduction.  The work arrays are not initialised: every entry is
-    written by a parallel pass before it is read (no serial copies or zero fills)."""
+def _cr_factors(model, sysm, NX: int, NZ: int) -> dict:
+    """The factorization of the last block system solved of ``sysm``'s kind (x_bc), kept on the model
+    for solve_linsys(..., reuse=True), as poisson.solve_linsys keeps its SuperLU object and
+    GaussJordanCR its inverses: the LU factors of every eliminated block (LUT transposed, piv) and
+    B^{-1} A, B^{-1} C (XA, XC), each block column eliminated once (indices disjoint over the
+    levels), and the couplings A_i, C_i of the kept blocks of the levels >= 1 (SA, SC, level l at
+    off[l]: _cr_update replaces them).  "A": the matrix object they belong to (None: none valid).
+    3 NX NZ^2 + 2 sum n_kept NZ^2 doubles (8.8 MB standard, 68 MB at 129 x 129)."""
+    key = ("numba", "iter.cr_factors", sysm.x_bc)
+    cache = model.device_cache
+    f = cache.get(key)
+    if f is None or f["shape"] != (NX, NZ):
+        levels = blocktri.cr_levels(NX)
+        off, n = [], 0
+        for lvl, (_, _, _, _, n_kept) in enumerate(levels):
+            off.append(n)
+            n += n_kept if lvl > 0 else 0
+        blk = lambda k: np.empty((k, NZ, NZ))  # noqa: E731
+        f = dict(shape=(NX, NZ), A=None, levels=levels, off=off, LUT=blk(NX), XA=blk(NX), XC=blk(NX),
+                 piv=np.empty((NX, NZ), dtype=np.int64), SA=blk(max(n, 1)), SC=blk(max(n, 1)))
+        cache[key] = f
+    return f
+
+
+def _cr_solve(D, lo, up, b, dirichlet, fac):
+    """x (NX, NZ) by block cyclic reduction, the factors into ``fac`` (_cr_factors).  The work arrays
+    are not initialised: every entry is written by a parallel pass before it is read (no serial
+    copies or zero fills)."""
     NX, NZ = b.shape
     w = _cr_work(NX, NZ)
     B, A, C, A2, C2 = w["B"], w["A"], w["C"], w["A2"], w["C2"]  # A, C of this level and the next
-    piv, LUT, XT, XA, XC, Xr = w["piv"], w["LUT"], w["XT"], w["XA"], w["XC"], w["Xr"]
+    XT, Xr = w["XT"], w["Xr"]
+    piv, LUT, XA, XC, SA, SC = fac["piv"], fac["LUT"], fac["XA"], fac["XC"], fac["SA"], fac["SC"]
     r = b.copy()
-    levels = blocktri.cr_levels(NX)
+    levels = fac["levels"]
     for lvl, (h, first, step, n_elim, n_kept) in enumerate(levels):
         _cr_eliminate(D, lo, up, B, A, C, r, piv, LUT, XT, XA, XC, Xr, NX, h, first, step, n_elim, lvl == 0)
-        _cr_update(D, lo, up, B, A, C, r, XA, XC, Xr, NX, h, n_kept, lvl == 0, A2, C2)
+        _cr_update(D, lo, up, B, A, C, r, XA, XC, Xr, NX, h, n_kept, lvl == 0, A2, C2, SA, SC, fac["off"][lvl])
         A, C, A2, C2 = A2, C2, A, C
     _cr_eliminate(D, lo, up, B, A, C, r, piv, LUT, XT, XA, XC, Xr, NX, NX, 0, 0, 1, NX == 1)
+    return _cr_backsub_all(XA, XC, Xr, b, dirichlet, levels)
+
+
+def _cr_backsub_all(XA, XC, Xr, b, dirichlet, levels):
+    NX, NZ = b.shape
     x = np.empty((NX, NZ))
     x[0] = np.where(dirichlet[0], b[0], Xr[0])
     for h, first, step, n_elim, _ in reversed(levels):
@@ -642,12 +739,40 @@ def _cr_solve(D, lo, up, b, dirichlet):
     return x
 
 
+def _cr_resolve(lo, up, b, dirichlet, fac):
+    """x (NX, NZ) for a new b with the kept factors of _cr_solve (NX >= 2): the right-hand side's
+    part of every level (B^{-1} r of the eliminated blocks, the updates of the kept r), one parallel
+    pass per level, then the same back substitution.  The same operations in the same order as
+    _cr_solve: the same bits.  ~8 NX NZ^2 flops against ~NX NZ^3 (docs/performance-numba-iter.md §8)."""
+    NX, NZ = b.shape
+    Xr = _cr_work(NX, NZ)["Xr"]
+    X = Xr.reshape(NX, 1, NZ)  # a view: the rows X[i, 0] are the rows Xr[i] (_lu_solve_row's layout)
+    piv, LUT, SA, SC, off = fac["piv"], fac["LUT"], fac["SA"], fac["SC"], fac["off"]
+    r = b.copy()
+    levels = fac["levels"]
+    _rs_first(r, piv, LUT, X, levels[0][3])
+    for lvl, (h, _, _, _, n_kept) in enumerate(levels):
+        _rs_level(lo, up, SA, SC, off[lvl], r, piv, LUT, X, NX, h, n_kept, lvl == 0)
+    return _cr_backsub_all(fac["XA"], fac["XC"], Xr, b, dirichlet, levels)
+
+
 def solve_linsys(model, backend, sysm, A, b, reuse=False):
     """poisson.solve's fast path: x (NX NZ,) of the block system of construct_linsys by block
-    cyclic reduction; Dirichlet entries equal b exactly.  ``reuse``: ignored (factors A again)."""
+    cyclic reduction; Dirichlet entries equal b exactly.  The factors of the last factorization are
+    kept per system (_cr_factors); ``reuse`` and A the very object they belong to: only the
+    right-hand side's part (_cr_resolve, the same bits as factoring again)."""
     _threads(backend)
     D, lo, up = (_f64(a) for a in A)
-    x = _cr_solve(D, lo, up, _f64(b), np.asarray(sysm.dirichlet, dtype=np.bool_))
+    b = _f64(b)
+    NX, NZ = b.shape
+    dirichlet = np.asarray(sysm.dirichlet, dtype=np.bool_)
+    fac = _cr_factors(model, sysm, NX, NZ)
+    if reuse and fac["A"] is A and fac["levels"]:
+        x = _cr_resolve(lo, up, b, dirichlet, fac)
+    else:
+        fac["A"] = None  # invalid while they are overwritten
+        x = _cr_solve(D, lo, up, b, dirichlet, fac)
+        fac["A"] = A
     return x.ravel()
 
 
