@@ -104,6 +104,26 @@ def test_emulated_cuda_deps_dx_max(emulated_cuda, newton_cases, rng):
     assert math.isnan(cn.deps_dx_max(m, NP, eps, V)[1]) and math.isnan(schrodinger.deps_dx_max(m, NP, eps, V)[1])
 
 
+def test_emulated_cuda_boundary_values_uploaded_once_per_bias(emulated_cuda, newton_cases, rng):
+    """construct_linsys keeps the device copy of a read-only bflat (poisson._potential_boundary's, one
+    per bias) by identity; a writable one is taken afresh each call; b the same either way."""
+    cn = emulated_cuda.newton
+    m = newton_cases.model("mesh.NX=10", "mesh.NZ=9")
+    sysm, F, rhs, bvals, _, _, _ = newton_cases.problem(m, "dirichlet", rng)
+    ro = bvals.copy()
+    ro.flags.writeable = False
+    d1 = cn._device_bflat(m, ro)
+    assert cn._device_bflat(m, ro) is d1 and m.device_cache[("cuda.newton", "bflat")][0] is ro
+    np.testing.assert_array_equal(d1, bvals)
+    again = ro.copy()
+    again.flags.writeable = False
+    assert cn._device_bflat(m, again) is not d1
+    assert cn._device_bflat(m, bvals) is not cn._device_bflat(m, again)
+    b_rw = cn.construct_linsys(m, NP, sysm, F, rhs, bvals)[1]
+    b_ro = cn.construct_linsys(m, NP, sysm, F, rhs, ro)[1]
+    np.testing.assert_array_equal(b_rw, b_ro)
+
+
 def test_linsys_variant_selects_the_system(emulated_cuda, monkeypatch):
     """numerics.linsys: auto = the batched block solve at every NZ (measured, docs/performance-iter-next.md
     section 9); dense = the dense system at any NZ; block_cr / batched_cr as named; construct_linsys

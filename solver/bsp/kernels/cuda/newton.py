@@ -66,6 +66,20 @@ def _static(model, sysm):
     return cache[key][1:]
 
 
+def _device_bflat(model, bflat):
+    """bflat (NX NZ,) on the device.  A read-only host array (poisson._potential_boundary's, kept per
+    bias) is uploaded once and its device copy kept on the model by identity; anything else is
+    uploaded (or taken as it is) each call."""
+    if not isinstance(bflat, np.ndarray) or bflat.flags.writeable:
+        return f64(cp, bflat)
+    key = ("cuda.newton", "bflat")
+    cache = model.device_cache
+    hit = cache.get(key)
+    if hit is None or hit[0] is not bflat:
+        hit = cache[key] = (bflat, f64(cp, bflat))
+    return hit[1]
+
+
 def _dense(model) -> bool:
     return linsys_variant(model) == "dense"
 
@@ -82,7 +96,7 @@ def construct_linsys(model, backend, sysm, F, rhs_int, bflat):
     up = cp.empty((NX, NZ))
     b = cp.empty((NX, NZ))
     _build.launch(_build.function("newton.cu", "construct_kernel", OPTIONS), D.size, BLOCK,
-                  (D0, lo0, up0, f64(cp, F), f64(cp, rhs_int), f64(cp, bflat), np.float64(sysm.cp_dz),
+                  (D0, lo0, up0, f64(cp, F), f64(cp, rhs_int), _device_bflat(model, bflat), np.float64(sysm.cp_dz),
                    np.int32(NX), np.int32(NZ), D, lo, up, b))
     return (D, lo, up), b
 
