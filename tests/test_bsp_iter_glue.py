@@ -42,3 +42,51 @@ def test_potential_boundary_values_are_kept_per_bias(monkeypatch):
     b4 = poisson._potential_boundary(m, NP, sysm, V_b.copy())
     assert b4 is not b3 and len(reads) == 4
     np.testing.assert_array_equal(b4, b3)
+
+
+def _fake_tail_lookup(real):
+    """kernels.lookup with newton_norms and newton_norms_tail served by the array references (the
+    shape of the cupy path: the tail formed with the last norms), everything else as it was."""
+    def norms_fast(model, backend, V_new, V_old, N_new, N_old, x):
+        xp = backend.xp
+        return poisson.norms(xp, model, V_new, V_old, N_new, N_old), bool(xp.all(xp.isfinite(x)))
+
+    def lookup(model, backend, name):
+        if name == "newton_norms":
+            return norms_fast
+        if name == "newton_norms_tail":
+            return poisson.norms_tail
+        return real(model, backend, name)
+    return lookup
+
+
+def test_the_stage_tail_comes_with_the_last_norms(monkeypatch):
+    """Where newton_norms_tail has a fast path, POTENTIAL's result carries (d eps/dx, A_eps, finite V)
+    of its V and eps, bit for bit schrodinger.deps_dx_max's; the numpy path carries none; V is the same."""
+    from solver.bsp import schrodinger
+    from solver.bsp.simulation import Simulation
+    cfg = load(None, TINY + ["output.progress=false", "time.t_end_ps=null", "time.steps=3"])
+    runs = {}
+    for name in ("reference", "tail"):
+        with monkeypatch.context() as mp:
+            if name == "tail":
+                mp.setattr(poisson._kernels, "lookup", _fake_tail_lookup(poisson._kernels.lookup))
+            sim = Simulation(cfg, NP, progress=False)
+            sim.startup()
+            st = sim.state
+            res = poisson.potential(sim.model, NP, st.V, st.rho, sim.eq.V_b, state=sim._iter, tail=True)
+            runs[name] = (res, sim)
+            sim._timer_rows = []
+            for _ in range(3):
+                sim.step()
+    ref, tl = runs["reference"][0], runs["tail"][0]
+    assert ref.tail is None and tl.tail is not None
+    np.testing.assert_array_equal(tl.V, ref.V)
+    d, A, fin = tl.tail
+    d_ref, A_ref, fin_ref = schrodinger.deps_dx_max(runs["tail"][1].model, NP, tl.eps, tl.V)
+    assert np.array_equal(d, d_ref) and A == A_ref and fin is fin_ref is True
+    (sa, ta), (sb, tb) = ((r[1].state, r[1].timer) for r in (runs["reference"], runs["tail"]))
+    for k in ("V", "eps", "deps_dx", "Phi"):
+        np.testing.assert_array_equal(getattr(sb, k), getattr(sa, k), err_msg=k)
+    assert sa.A_eps == sb.A_eps and sa.newton_iterations == sb.newton_iterations
+    assert "step/ITER/deps_dx" in ta.totals and "step/ITER/deps_dx" not in tb.totals

@@ -29,7 +29,8 @@ def rel(a, b):
 
 def test_phases_are_the_papers_names():
     assert kernels.PHASES == ("WENO_x", "WENO_w", "WENO_phi", "scat_gain", "scat_loss", "RK", "RK_wphi", "eigen",
-                              "Frechet", "construct_linsys", "solve_linsys", "newton_rhs", "newton_norms", "deps_dx")
+                              "Frechet", "construct_linsys", "solve_linsys", "newton_rhs", "newton_norms", "deps_dx",
+                              "newton_norms_tail")
     with pytest.raises(KeyError, match="no BSP phase 'gain'"):
         kernels.lookup(model(), NP_BE, "gain")
 
@@ -291,8 +292,12 @@ def test_emulated_iter_run_fast_vs_array(emulated_cuda, fake_graph_capture, monk
 
     monkeypatch.setattr(blocktri, "MAX_NZ", 11)
 
-    names = ("eigen", "Frechet", "construct_linsys", "solve_linsys", "newton_rhs", "newton_norms")
-    table = {p: emulated_cuda.TABLE[p] for p in names}
+    names = ("eigen", "Frechet", "construct_linsys", "solve_linsys", "newton_rhs", "newton_norms", "newton_norms_tail", "deps_dx")
+    calls = {}
+
+    def counted(p, f):
+        return lambda *a: calls.__setitem__(p, calls.get(p, 0) + 1) or f(*a)
+    table = {p: counted(p, emulated_cuda.TABLE[p]) if p not in names[:6] else emulated_cuda.TABLE[p] for p in names}
     monkeypatch.setattr(kernels, "REGISTRY", Registry("bsp", {"numpy": lambda: table}))
     solves = []
     real = emulated_cuda.newton.solve_linsys_batched
@@ -308,6 +313,7 @@ def test_emulated_iter_run_fast_vs_array(emulated_cuda, fake_graph_capture, monk
         sim.run(resume=False)
         states[mode] = {k: np.asarray(getattr(sim.state, k)) for k in ("Phi", "V", "eps", "rho")}
     assert solves  # the batched block solve ran (auto beyond MAX_NZ)
+    assert calls["newton_norms_tail"] >= 12 and calls.get("deps_dx", 0) == 1  # THERMEQUIL's only: the stages' from the norms
     ev = fake_graph_capture.events  # through one graph per system, INITCOND's and the Dirichlet one, and the
     # Dirichlet system's resolve graph (numerics.iter_jacobian = step: the kept factorization substituted)
     assert ev.count("capture") == 3 and ev.count("launch") == len(solves), (ev.count("capture"), len(solves))

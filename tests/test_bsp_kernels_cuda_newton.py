@@ -104,6 +104,33 @@ def test_emulated_cuda_deps_dx_max(emulated_cuda, newton_cases, rng):
     assert math.isnan(cn.deps_dx_max(m, NP, eps, V)[1]) and math.isnan(schrodinger.deps_dx_max(m, NP, eps, V)[1])
 
 
+def test_emulated_cuda_newton_norms_tail(emulated_cuda, newton_cases, rng):
+    """newton_norms_tail (the norms and the stage tail of the new iterate in one launch) against its
+    reference poisson.norms_tail and against newton_norms + deps_dx_max: the norms the same bits as
+    newton_norms', d bit for bit, A exact, a non-finite V_new or x reported."""
+    cn = emulated_cuda.newton
+    m = newton_cases.model("mesh.NX=10", "mesh.NZ=11")
+    V, N = (rng.standard_normal((m.NX, m.NZ)) for _ in range(2))
+    Vn, Nn = V + 1e-3 * rng.standard_normal(V.shape), N + 1e-2 * rng.standard_normal(N.shape)
+    eps = rng.standard_normal((m.NX, 3, m.N_sbn))
+    x = Vn.ravel().copy()
+    nrm, fin, (d, A, finV) = cn.newton_norms_tail(m, NP, Vn, V, Nn, N, x, eps)
+    nrm0, fin0 = cn.newton_norms(m, NP, Vn, V, Nn, N, x)
+    assert nrm == nrm0 and fin is fin0 is True
+    r_nrm, r_fin, (r_d, r_A, r_finV) = poisson.norms_tail(m, NP, Vn, V, Nn, N, x, eps)
+    np.testing.assert_allclose([nrm[k] for k in poisson.NORM_KEYS], [r_nrm[k] for k in poisson.NORM_KEYS],
+                               rtol=1e-13)
+    assert np.array_equal(d, r_d) and np.array_equal(d, schrodinger.deps_dx(m, eps))
+    assert A == r_A and finV is r_finV is True and r_fin is True
+    Vn[2, 3] = np.inf
+    _, fin, (_, _, finV) = cn.newton_norms_tail(m, NP, Vn, V, Nn, N, x, eps)
+    assert fin is True and finV is False and poisson.norms_tail(m, NP, Vn, V, Nn, N, x, eps)[2][2] is False
+    x[4] = np.nan
+    eps[3, 1, 0] = np.nan
+    _, fin, (_, A, _) = cn.newton_norms_tail(m, NP, Vn, V, Nn, N, x, eps)
+    assert fin is False and math.isnan(A)
+
+
 def test_emulated_cuda_boundary_values_uploaded_once_per_bias(emulated_cuda, newton_cases, rng):
     """construct_linsys keeps the device copy of a read-only bflat (poisson._potential_boundary's, one
     per bias) by identity; a writable one is taken afresh each call; b the same either way."""
@@ -416,6 +443,30 @@ def test_cuda_newton_glue_matches_reference(cupy_backend, newton_cases, mesh, rn
     x[5] = np.inf
     _, fin = newton.newton_norms(m, cupy_backend, *(xp.asarray(a) for a in (Vn, V, Nn, N, x)))
     assert not fin
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("mesh", [("mesh.NX=13", "mesh.NZ=11"), ("mesh.NX=65", "mesh.NZ=65")])
+def test_cuda_newton_norms_tail_matches_reference(cupy_backend, newton_cases, mesh, rng):
+    """newton_norms_tail on the device: the norms bit for bit newton_norms' (one kernel), against
+    poisson.norms_tail on the host; d eps/dx bit for bit, A exact, the finite checks."""
+    from solver.bsp.kernels.cuda import newton
+    xp = cupy_backend.xp
+    m = newton_cases.model(*mesh)
+    V, N = (rng.standard_normal((m.NX, m.NZ)) for _ in range(2))
+    Vn, Nn = V + 1e-3 * rng.standard_normal(V.shape), N + 1e-2 * rng.standard_normal(N.shape)
+    eps = rng.standard_normal((m.NX, 3, m.N_sbn))
+    dev = [xp.asarray(a) for a in (Vn, V, Nn, N, Vn.ravel())]
+    nrm, fin, (d, A, finV) = newton.newton_norms_tail(m, cupy_backend, *dev, xp.asarray(eps))
+    nrm0, fin0 = newton.newton_norms(m, cupy_backend, *dev)
+    assert nrm == nrm0 and fin and fin0 and finV
+    r_nrm, _, (r_d, r_A, _) = poisson.norms_tail(m, NP, Vn, V, Nn, N, Vn.ravel(), eps)
+    np.testing.assert_allclose([nrm[k] for k in poisson.NORM_KEYS], [r_nrm[k] for k in poisson.NORM_KEYS],
+                               rtol=1e-13)
+    assert np.array_equal(cupy_backend.to_numpy(d), r_d) and A == r_A
+    Vn[-1, -1] = np.nan
+    dev[0] = xp.asarray(Vn)
+    assert newton.newton_norms_tail(m, cupy_backend, *dev, xp.asarray(eps))[2][2] is False
 
 
 @pytest.mark.gpu

@@ -82,7 +82,10 @@ class IterResult:
     this solve started with when it measured none (numerics.iter_stop = estimate);
     contraction_age: solves since it was measured (0: by this one); jacobian: (F, A), the
     Frechet blocks and the Newton matrix of the last factorization of this system, to be kept by
-    the step's next stages (numerics.iter_jacobian = step; None otherwise).
+    the step's next stages (numerics.iter_jacobian = step; None otherwise); tail: (d eps/dx, A_eps,
+    all finite V) of V and eps, as schrodinger.deps_dx_max gives them, where the last iteration's norms
+    formed them in the same host read (potential's ``tail``, a fast path of ``norms_tail``; None
+    otherwise: the caller forms them).
     """
     problem: str
     V: object
@@ -103,6 +106,7 @@ class IterResult:
     contraction: float | None = None
     contraction_age: int = 0
     jacobian: tuple | None = None
+    tail: tuple | None = None
 
 
 def _phase(timer, name):
@@ -379,6 +383,17 @@ def norms(xp, model, V_new, V_old, N_new, N_old):
     return dict(zip(NORM_KEYS, vals.tolist()))
 
 
+def norms_tail(model, backend, V_new, V_old, N_new, N_old, x, eps):
+    """(norms, all(isfinite(x)), schrodinger.deps_dx_max(eps, V_new)): the Newton norms of an iteration
+    and the tail of the stage's ITER for its new iterate (eps: the levels of V_new).  A fast path
+    (``kernels.lookup(..., "newton_norms_tail")``, CUDA: one kernel, one host read) lets a converging
+    POTENTIAL iteration bring the tail along (IterResult.tail); this array form is its reference
+    (_newton_loop's own path calls norms and leaves the tail to the caller)."""
+    xp = backend.xp
+    finite_x = bool(xp.all(xp.isfinite(x)))
+    return norms(xp, model, V_new, V_old, N_new, N_old), finite_x, schrodinger.deps_dx_max(model, backend, eps, V_new)
+
+
 def converged_by_estimate(nrm, contraction, tol) -> bool:
     """The stopping test of Hairer & Wanner (Solving ODEs II, section IV.8) for a contracting
     iteration: with theta the ratio of consecutive changes, the error left in the iterate is
@@ -411,7 +426,7 @@ def _stalled(history) -> bool:
 
 def _newton_loop(model, backend, problem, V, sysm, bvals, rho_fn, drho_fn, tol, max_iter,
                  timer, gummel=False, eigs=None, omega=1.0, levels=None, contraction=None, age=0,
-                 jacobian=None, keep=False):
+                 jacobian=None, keep=False, tail=False):
     """Run Newton (or Gummel) updates from V; return an IterResult (converged or not) or raise
     _LinearSolveFailed / FloatingPointError through the caller's handling.  ``eigs``: the
     eigenpairs of V, if known; else they are computed, warm-started from ``levels`` if given.
@@ -420,7 +435,9 @@ def _newton_loop(model, backend, problem, V, sysm, bvals, rho_fn, drho_fn, tol, 
     ``keep`` (numerics.iter_jacobian = step): simplified Newton, the Jacobian (F, A) of the first
     iteration (or ``jacobian``, kept from an earlier solve of the step) used by the later ones, its
     factorization reused, and evaluated afresh after an iteration that shrinks the change by less
-    than THETA_REFRESH; the result carries it."""
+    than THETA_REFRESH; the result carries it.  ``tail``: where ``newton_norms_tail`` has a fast
+    path, each iteration's norms also form the stage tail of its new iterate (one host read) and the
+    result carries the last one (IterResult.tail)."""
     xp = backend.xp
     NX, NZ = model.NX, model.NZ
     ND = model.on(backend, "N_D")
@@ -435,6 +452,8 @@ def _newton_loop(model, backend, problem, V, sysm, bvals, rho_fn, drho_fn, tol, 
     # optional fused glue (kernels.lookup; None on the reference path): the norms + the finite
     # check of x in one reduction with one host read
     norms_fast = _kernels.lookup(model, backend, "newton_norms")
+    tail_fast = _kernels.lookup(model, backend, "newton_norms_tail") if tail and norms_fast is not None else None
+    last_tail = None
     history = []
     best = {k: math.inf for k in NORM_KEYS}
     flat = 0
@@ -474,6 +493,8 @@ def _newton_loop(model, backend, problem, V, sysm, bvals, rho_fn, drho_fn, tol, 
             N_new = density(xp, rho, chi)
         if norms_fast is None:  # the reference: the finite check of x above, then norms
             nrm = norms(xp, model, V_new, V, N_new, N)
+        elif tail_fast is not None:  # ... which also brings the stage tail of V_new along
+            nrm, finite_x, last_tail = tail_fast(model, backend, V_new, V, N_new, N, x, eps)
         else:  # the finite check of x deferred to the one host read of this iteration
             nrm, finite_x = norms_fast(model, backend, V_new, V, N_new, N, x)
             if not finite_x:
@@ -491,7 +512,7 @@ def _newton_loop(model, backend, problem, V, sysm, bvals, rho_fn, drho_fn, tol, 
         if all(v < omega * tol for v in nrm.values()) or converged_by_estimate(nrm, contraction, omega * tol):
             return IterResult(problem, V, eps, chi, rho, N, it, nrm, history, True, False,
                               "gummel" if gummel else "newton", omega=omega, contraction=contraction,
-                              contraction_age=age, jacobian=jac)
+                              contraction_age=age, jacobian=jac, tail=last_tail)
         improved = False
         for k in NORM_KEYS:
             if nrm[k] < best[k]:
@@ -505,12 +526,12 @@ def _newton_loop(model, backend, problem, V, sysm, bvals, rho_fn, drho_fn, tol, 
                           + f" (tolerance {tol:g}; all below {STAGNATION_FLOOR:g}): accepted",
                           RuntimeWarning, stacklevel=3)
             return IterResult(problem, V, eps, chi, rho, N, it, nrm, history, True, True,
-                              "gummel" if gummel else "newton", omega=omega)
+                              "gummel" if gummel else "newton", omega=omega, tail=last_tail)
         if _stalled(history):
             return IterResult(problem, V, eps, chi, rho, N, it, nrm, history, False, False,
-                              "gummel" if gummel else "newton", stalled=True, omega=omega)
+                              "gummel" if gummel else "newton", stalled=True, omega=omega, tail=last_tail)
     return IterResult(problem, V, eps, chi, rho, N, max_iter, history[-1], history, False, False,
-                      "gummel" if gummel else "newton", omega=omega)
+                      "gummel" if gummel else "newton", omega=omega, tail=last_tail)
 
 
 def _startup_loop(model, backend, problem, V0, sysm, bvals, rho_fn, drho_fn, tol, max_iter, timer):
@@ -586,7 +607,7 @@ def thermequil(model, backend, V_b, timer=None, eps0=None) -> IterResult:
 
 
 def potential(model, backend, V_prev, rho, V_b, timer=None, state=None, tol=None,
-              max_iter=None, gummel_max_iter=None, V_start=None, jacobian=None) -> IterResult:
+              max_iter=None, gummel_max_iter=None, V_start=None, jacobian=None, tail=False) -> IterResult:
     """POTENTIAL: densities ``rho`` (NX, 3, N_sbn) from the BTE held fixed; Dirichlet V_b(z) at
     x = 0 and V_b(z) + V_DS at x = 1; start ``V_prev``.  ``state``: optional previous IterResult
     whose eps/chi are the eigenpairs of ``V_prev`` (saves the first eigen solve).  Newton up to
@@ -597,7 +618,8 @@ def potential(model, backend, V_prev, rho, V_b, timer=None, state=None, tol=None
     damped restarts; numerics.iter_start); its eigenpairs are computed, warm-started from the
     levels of ``state``.  numerics.iter_jacobian = step: simplified Newton (_newton_loop's ``keep``)
     from ``jacobian`` (the result's ``jacobian`` of the step's last solve; None = evaluated here);
-    if that fails in any way, plain Newton from the start."""
+    if that fails in any way, plain Newton from the start.  ``tail``: the result may carry the stage
+    tail (IterResult.tail, _newton_loop's ``tail``); None where no fast path formed it."""
     xp = backend.xp
     nm = model.cfg["numerics"]
     tol = nm["tol_potential"] if tol is None else tol
@@ -623,7 +645,7 @@ def potential(model, backend, V_prev, rho, V_b, timer=None, state=None, tol=None
         try:
             res = _newton_loop(model, backend, "POTENTIAL", V0, sysm, bvals, rho_fn, None, tol, max_iter,
                                timer, eigs=eigs, levels=levels, contraction=contraction, age=age,
-                               jacobian=jacobian, keep=True)
+                               jacobian=jacobian, keep=True, tail=tail)
             n_newton = res.iterations
             if res.converged:
                 return res
@@ -633,7 +655,7 @@ def potential(model, backend, V_prev, rho, V_b, timer=None, state=None, tol=None
         try:
             res = _newton_loop(model, backend, "POTENTIAL", V0, sysm, bvals, rho_fn, None,
                                tol, max_iter, timer, eigs=eigs, omega=omega, levels=levels,
-                               contraction=contraction, age=age, keep=keep and omega == 1.0)
+                               contraction=contraction, age=age, keep=keep and omega == 1.0, tail=tail)
         except _LinearSolveFailed as exc:
             reason = str(exc)
             V = exc.V if exc.V is not None else V0  # the last finite iterate
@@ -654,7 +676,7 @@ def potential(model, backend, V_prev, rho, V_b, timer=None, state=None, tol=None
     warnings.warn(f"POTENTIAL: {reason}; falling back to Gummel", RuntimeWarning, stacklevel=2)
     try:
         g = _newton_loop(model, backend, "POTENTIAL(Gummel)", V, sysm, bvals, rho_fn, None,
-                         tol, gummel_max_iter, timer, gummel=True)
+                         tol, gummel_max_iter, timer, gummel=True, tail=tail)
     except _LinearSolveFailed as exc:
         raise ConvergenceError(f"POTENTIAL: {reason}; Gummel fallback failed: {exc}") from exc
     if not g.converged:

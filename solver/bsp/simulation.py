@@ -177,11 +177,14 @@ class Simulation:
                         res = poisson.potential(m, be, st.V, st.rho, self.eq.V_b, timer=tm,
                                                 state=getattr(self, "_iter", None),
                                                 V_start=self._iter_start(s, V_n, stage_V, dt),
-                                                jacobian=jacobian)
+                                                jacobian=jacobian, tail=True)
                     except poisson.ConvergenceError as exc:
                         raise self._fault(s, "ITER", f"Newton failed ({exc})") from None
-                    with tm.phase("deps_dx"):  # d eps/dx, A_eps and the finite check of V: one host read
-                        deps, A_eps, finite_V = schrodinger.deps_dx_max(m, be, res.eps, res.V)
+                    tail = res.tail  # formed with the last Newton norms (one host read; cupy: newton_norms_tail)
+                    if tail is None:
+                        with tm.phase("deps_dx"):  # d eps/dx, A_eps and the finite check of V: one host read
+                            tail = schrodinger.deps_dx_max(m, be, res.eps, res.V)
+                    deps, A_eps, finite_V = tail
                     if not finite_V:
                         raise self._fault(s, "ITER", "the potential V holds NaN or Inf")
                     self._iter = res

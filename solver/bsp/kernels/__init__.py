@@ -51,6 +51,7 @@ REFERENCE = {
     "newton_rhs": "solver.bsp.poisson.newton_rhs",
     "newton_norms": "solver.bsp.poisson.norms",
     "deps_dx": "solver.bsp.schrodinger.deps_dx_max",
+    "newton_norms_tail": "solver.bsp.poisson.norms_tail",  # newton_norms + deps_dx of the new iterate, one host read
 }
 PHASES = tuple(REFERENCE)
 FAST_ONLY = frozenset({"RK", "RK_wphi"})  # fast paths that run only with numerics.bte_kernels: fast

@@ -55,11 +55,16 @@ extern "C" __global__ void newton_rhs(
 }
 
 // Newton norms in one block: out = [max|dV|, sum dV^2, max|dN|, sum dN^2, all finite(x)]
-// (NaN propagates through the maxima and the sums)
+// (NaN propagates through the maxima and the sums).  With tail != 0 also the tail of the stage's ITER
+// for the new iterate (deps_dx_max below, the same operations): d = d eps/dx of eps (NX, m),
+// out[5] = max |d|, out[6] = all finite(Vn); one kernel for newton_norms and newton_norms_tail, so
+// the norms are the same bits in both.
 #define NT 1024
 extern "C" __global__ void newton_norms(
     const double* __restrict__ Vn, const double* __restrict__ Vo, const double* __restrict__ Nn,
-    const double* __restrict__ No, const double* __restrict__ x, const int n, double* __restrict__ out)
+    const double* __restrict__ No, const double* __restrict__ x, const int n, double* __restrict__ out,
+    const int tail, const double* __restrict__ eps, const int NX, const int m, const double dx,
+    const double two_dx, double* __restrict__ d)
 {
     __shared__ double sh[4][NT];
     __shared__ int fin[NT];
@@ -93,6 +98,37 @@ extern "C" __global__ void newton_norms(
     if (threadIdx.x == 0) {
         out[0] = sh[0][0]; out[1] = sh[1][0]; out[2] = sh[2][0]; out[3] = sh[3][0];
         out[4] = fin[0] ? 1.0 : 0.0;
+    }
+    if (!tail) return;  // uniform over the block
+    __syncthreads();  // thread 0 has read sh and fin
+    double mx = 0.0;
+    for (int k = threadIdx.x; k < NX * m; k += NT) {
+        const int i = k / m;
+        double v;
+        if (i == 0) v = (eps[k + m] - eps[k]) / dx;
+        else if (i == NX - 1) v = (eps[k] - eps[k - m]) / dx;
+        else v = (eps[k + m] - eps[k - m]) / two_dx;
+        d[k] = v;
+        const double a = fabs(v);
+        mx = (a > mx || a != a) ? a : mx;
+    }
+    int fv = 1;
+    for (int k = threadIdx.x; k < n; k += NT)
+        if (!isfinite(Vn[k])) fv = 0;
+    sh[0][threadIdx.x] = mx;
+    fin[threadIdx.x] = fv;
+    __syncthreads();
+    for (int st = NT / 2; st > 0; st >>= 1) {
+        if (threadIdx.x < st) {
+            const double a = sh[0][threadIdx.x], c = sh[0][threadIdx.x + st];
+            sh[0][threadIdx.x] = (c > a || c != c) ? c : a;
+            fin[threadIdx.x] &= fin[threadIdx.x + st];
+        }
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) {
+        out[5] = sh[0][0];
+        out[6] = fin[0] ? 1.0 : 0.0;
     }
 }
 

@@ -426,9 +426,31 @@ def newton_norms(model, backend, V_new, V_old, N_new, N_old, x):
     ONE host read."""
     out = cp.empty(5)
     Vn = f64(cp, V_new)
+    i32, f8 = np.int32, np.float64
     _build.function("newton.cu", "newton_norms", OPTIONS)(
-        (1,), (1024,), (Vn, f64(cp, V_old), f64(cp, N_new), f64(cp, N_old), f64(cp, x), np.int32(Vn.size), out))
+        (1,), (1024,), (Vn, f64(cp, V_old), f64(cp, N_new), f64(cp, N_old), f64(cp, x), i32(Vn.size), out,
+                        i32(0), out, i32(0), i32(0), f8(0.0), f8(0.0), out))
     v = cp.asnumpy(out)
+    return _norms_dict(model, v), bool(v[4] != 0.0)
+
+
+def _norms_dict(model, v):
     w = math.sqrt(model.dx * model.dz)
     vals = [float(v[0]), w * math.sqrt(v[1]), float(v[2]), w * math.sqrt(v[3])]
-    return dict(zip(("dV_inf", "dV_l2", "dN_inf", "dN_l2"), vals)), bool(v[4] != 0.0)
+    return dict(zip(("dV_inf", "dV_l2", "dN_inf", "dN_l2"), vals))
+
+
+def newton_norms_tail(model, backend, V_new, V_old, N_new, N_old, x, eps):
+    """poisson.norms_tail: (norms, all(isfinite(x)), (d eps/dx, max |d eps/dx|, all(isfinite(V_new)))),
+    the Newton norms of newton_norms and the stage tail of deps_dx_max for the new iterate (eps its
+    levels), bit for bit those two, from ONE kernel and ONE host read."""
+    out = cp.empty(7)
+    Vn, e = f64(cp, V_new), f64(cp, eps)
+    d = cp.empty_like(e)
+    NX = e.shape[0]
+    i32, f8 = np.int32, np.float64
+    _build.function("newton.cu", "newton_norms", OPTIONS)(
+        (1,), (1024,), (Vn, f64(cp, V_old), f64(cp, N_new), f64(cp, N_old), f64(cp, x), i32(Vn.size), out,
+                        i32(1), e, i32(NX), i32(e.size // NX), f8(model.dx), f8(2.0 * model.dx), d))
+    v = cp.asnumpy(out)
+    return _norms_dict(model, v), bool(v[4] != 0.0), (d, float(v[5]), bool(v[6] != 0.0))
