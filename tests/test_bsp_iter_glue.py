@@ -90,3 +90,21 @@ def test_the_stage_tail_comes_with_the_last_norms(monkeypatch):
         np.testing.assert_array_equal(getattr(sb, k), getattr(sa, k), err_msg=k)
     assert sa.A_eps == sb.A_eps and sa.newton_iterations == sb.newton_iterations
     assert "step/ITER/deps_dx" in ta.totals and "step/ITER/deps_dx" not in tb.totals
+
+
+def test_the_prediction_forms_the_last_steps_slope_once_per_step(monkeypatch):
+    """poisson.LastStep.d_o is formed on first use and kept; Simulation._last_step gives one LastStep
+    per step (a new one when _V_last or the last dt change)."""
+    from solver.bsp.simulation import Simulation
+    sim = Simulation(load(None, TINY + ["output.progress=false"]), NP, progress=False)
+    V0, V1 = np.zeros((3, 4)), np.ones((3, 4))
+    sim._V_last, sim._last_dt = (V0, V1), 0.5
+    last = sim._last_step()
+    assert sim._last_step() is last and last.d_o is last.d_o
+    np.testing.assert_array_equal(last.d_o, (V1 - V0) / 0.5)
+    sim._last_dt = 0.25
+    assert sim._last_step() is not last and sim._last_step().dt_o == 0.25
+    sim._V_last = (V0, 2 * V1)
+    np.testing.assert_array_equal(sim._last_step().d_o, 2 * V1 / 0.25)
+    sim._V_last = None
+    assert sim._last_step() is None

@@ -30,7 +30,7 @@ def rel(a, b):
 def test_phases_are_the_papers_names():
     assert kernels.PHASES == ("WENO_x", "WENO_w", "WENO_phi", "scat_gain", "scat_loss", "RK", "RK_wphi", "eigen",
                               "Frechet", "construct_linsys", "solve_linsys", "newton_rhs", "newton_norms", "deps_dx",
-                              "newton_norms_tail")
+                              "newton_norms_tail", "iter_start")
     with pytest.raises(KeyError, match="no BSP phase 'gain'"):
         kernels.lookup(model(), NP_BE, "gain")
 
@@ -292,7 +292,7 @@ def test_emulated_iter_run_fast_vs_array(emulated_cuda, fake_graph_capture, monk
 
     monkeypatch.setattr(blocktri, "MAX_NZ", 11)
 
-    names = ("eigen", "Frechet", "construct_linsys", "solve_linsys", "newton_rhs", "newton_norms", "newton_norms_tail", "deps_dx")
+    names = ("eigen", "Frechet", "construct_linsys", "solve_linsys", "newton_rhs", "newton_norms", "newton_norms_tail", "deps_dx", "iter_start")
     calls = {}
 
     def counted(p, f):
@@ -314,6 +314,7 @@ def test_emulated_iter_run_fast_vs_array(emulated_cuda, fake_graph_capture, monk
         states[mode] = {k: np.asarray(getattr(sim.state, k)) for k in ("Phi", "V", "eps", "rho")}
     assert solves  # the batched block solve ran (auto beyond MAX_NZ)
     assert calls["newton_norms_tail"] >= 12 and calls.get("deps_dx", 0) == 1  # THERMEQUIL's only: the stages' from the norms
+    assert calls["iter_start"] == 9  # steps 2-4 (step 1 starts from THERMEQUIL)
     ev = fake_graph_capture.events  # through one graph per system, INITCOND's and the Dirichlet one, and the
     # Dirichlet system's resolve graph (numerics.iter_jacobian = step: the kept factorization substituted)
     assert ev.count("capture") == 3 and ev.count("launch") == len(solves), (ev.count("capture"), len(solves))

@@ -131,6 +131,31 @@ def test_emulated_cuda_newton_norms_tail(emulated_cuda, newton_cases, rng):
     assert fin is False and math.isnan(A)
 
 
+def _iter_start_cases(m, rng):
+    """(s, V_n, stage_V, last, dt) for every stage, with and without a last step."""
+    V = [rng.standard_normal((m.NX, m.NZ)) for _ in range(5)]
+    last = poisson.LastStep(V[3], V[4], 0.7e-3)
+    dt = 1.3e-3
+    for lst in (last, None):
+        yield 0, V[0], [], lst, dt
+        yield 1, V[0], [V[1]], lst, dt
+        yield 2, V[0], [V[1], V[2]], lst, dt
+
+
+def test_emulated_cuda_iter_start(emulated_cuda, newton_cases, rng):
+    """Kernel iter_start (the prediction in one launch) bit for bit poisson.iter_start's array code."""
+    cn = emulated_cuda.newton
+    m = newton_cases.model("mesh.NX=10", "mesh.NZ=11")
+    for s, V_n, stage_V, last, dt in _iter_start_cases(m, rng):
+        want = poisson.iter_start(m, NP, s, V_n, stage_V, last, dt)
+        got = cn.iter_start(m, NP, s, V_n, stage_V, last, dt)
+        if want is None:
+            assert got is None and s == 0 and last is None
+            continue
+        assert got.shape == want.shape and np.array_equal(got, want), (s, last is None)
+    assert any("--fmad=false" in o for _, o in emulated_cuda.cupy.compiled)
+
+
 def test_emulated_cuda_boundary_values_uploaded_once_per_bias(emulated_cuda, newton_cases, rng):
     """construct_linsys keeps the device copy of a read-only bflat (poisson._potential_boundary's, one
     per bias) by identity; a writable one is taken afresh each call; b the same either way."""
@@ -443,6 +468,30 @@ def test_cuda_newton_glue_matches_reference(cupy_backend, newton_cases, mesh, rn
     x[5] = np.inf
     _, fin = newton.newton_norms(m, cupy_backend, *(xp.asarray(a) for a in (Vn, V, Nn, N, x)))
     assert not fin
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("mesh", [("mesh.NX=13", "mesh.NZ=11"), ("mesh.NX=65", "mesh.NZ=65")])
+def test_cuda_iter_start_matches_reference(cupy_backend, newton_cases, mesh, rng):
+    """Kernel iter_start on the device bit for bit the array code on the host (numpy) and on the device
+    (numerics.kernels = array: CuPy's elementwise operations)."""
+    from solver.bsp.kernels.cuda import newton
+    xp = cupy_backend.xp
+    m = newton_cases.model(*mesh)
+    ma = newton_cases.model(*mesh, "numerics.kernels=array")
+    dev = lambda a: None if a is None else xp.asarray(a)  # noqa: E731
+    for s, V_n, stage_V, last, dt in _iter_start_cases(m, rng):
+        want = poisson.iter_start(m, NP, s, V_n, stage_V, last, dt)
+        dl = None if last is None else poisson.LastStep(dev(last.V0), dev(last.V1), last.dt_o)
+        args = (s, dev(V_n), [dev(v) for v in stage_V], dl, dt)
+        got = newton.iter_start(m, cupy_backend, *args)
+        via = poisson.iter_start(m, cupy_backend, *args)
+        arr = poisson.iter_start(ma, cupy_backend, *args)
+        if want is None:
+            assert got is None and via is None and arr is None
+            continue
+        for o in (got, via, arr):
+            assert np.array_equal(cupy_backend.to_numpy(o), want), (s, last is None)
 
 
 @pytest.mark.gpu

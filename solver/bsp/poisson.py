@@ -45,6 +45,7 @@ import math
 import warnings
 from contextlib import nullcontext
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
@@ -343,6 +344,41 @@ def kept_jacobian(model, backend, F):
     sysm = _system(model, "dirichlet")
     rhs = backend.xp.zeros((model.NX - 2, model.NZ - 2))
     return F, construct_linsys(model, backend, sysm, F, rhs, np.zeros(sysm.n))[0]
+
+
+class LastStep:
+    """The last step's POTENTIAL solutions that the prediction of a stage's start needs
+    (numerics.iter_start = extrapolate; iter_start): V0 = V^(n-1), V1 = its first stage's V^(1)_o,
+    dt_o its time step; ``d_o`` = (V1 - V0) / dt_o, the array formed once (on first use) per step."""
+
+    def __init__(self, V0, V1, dt_o: float):
+        self.V0, self.V1, self.dt_o = V0, V1, dt_o
+
+    @cached_property
+    def d_o(self):
+        return (self.V1 - self.V0) / self.dt_o
+
+
+def iter_start(model, backend, s: int, V_n, stage_V: list, last: LastStep | None, dt: float):
+    """numerics.iter_start = extrapolate: the start of RK stage ``s``'s POTENTIAL Newton, predicted
+    from this step's stages ``stage_V`` (V^(1), V^(2)), V^n = ``V_n`` and the last step ``last``
+    (None: none); None where there is no prediction (stage 1 without a last step).  The formulas are
+    Simulation._iter_start's.  A backend's fast path (``kernels.lookup(..., "iter_start")``, CUDA: one
+    launch, the same operations in the same order, no contraction) forms it from the same arguments."""
+    fast = _kernels.lookup(model, backend, "iter_start")
+    if fast is not None:
+        return fast(model, backend, s, V_n, stage_V, last, dt)
+    if s == 0:
+        return None if last is None else V_n + dt * (2.0 * (V_n - last.V0) / last.dt_o - last.d_o)
+    V1 = stage_V[0]
+    if s == 1:
+        V = 0.5 * (V_n + V1)
+    else:
+        V = (2.0 / 3.0) * (V1 + stage_V[1]) - (1.0 / 3.0) * V_n
+    if last is not None:
+        V2nd = ((V1 - V_n) / dt - last.d_o) / last.dt_o
+        V = V + (dt * dt / (4.0 if s == 1 else 3.0)) * V2nd
+    return V
 
 
 def _potential_boundary(model, backend, sysm, V_b):

@@ -16,7 +16,7 @@ phases stay on the array reference).
     frechet.py     + frechet.cu            Frechet
     newton.py      + newton.cu,            construct_linsys, solve_linsys (variant numerics.linsys),
                      cyclic_reduction.cu   newton_rhs, newton_norms, deps_dx,
-                                           newton_norms_tail
+                                           newton_norms_tail, iter_start
                      batched_inverse.cu    (batched_cr: numerics.linsys_graph, numerics.batched_blocks)
     _cublas.py     (cuBLAS via ctypes)     batched LU solve and GEMM inside newton.BatchedGraph's capture
     dense.py       (cuSOLVER)              the dense Newton system (numerics.linsys: dense, the baseline)
@@ -44,4 +44,5 @@ TABLE = {
     "newton_norms": newton.newton_norms,
     "deps_dx": newton.deps_dx_max,
     "newton_norms_tail": newton.newton_norms_tail,
+    "iter_start": newton.iter_start,
 }

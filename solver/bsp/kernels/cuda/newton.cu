@@ -171,3 +171,34 @@ extern "C" __global__ void deps_dx_max(
         out[1] = fin[0] ? 1.0 : 0.0;
     }
 }
+
+// The prediction of a stage's POTENTIAL start (poisson.iter_start, numerics.iter_start = extrapolate),
+// one thread per node, the array code's operations in its order; compiled with --fmad=false (no
+// contraction), so bit for bit the array code.  s: the stage (0, 1, 2); last: whether the last step
+// (L0 = V^(n-1), L1 = V^(1)_o, dt_o) is there (s = 0 needs it); c = dt^2 / 4 (s = 1) or dt^2 / 3 (s = 2),
+// c23 = 2/3, c13 = 1/3 as the host rounds them.  Unused inputs may be any array of n entries.
+extern "C" __global__ void iter_start(
+    const double* __restrict__ Vn, const double* __restrict__ V1, const double* __restrict__ V2,
+    const double* __restrict__ L0, const double* __restrict__ L1, const int s, const int last,
+    const double dt, const double dt_o, const double c, const double c23, const double c13, const int n,
+    double* __restrict__ out)
+{
+    const int k = blockIdx.x * blockDim.x + threadIdx.x;
+    if (k >= n) return;
+    const double vn = Vn[k];
+    double v;
+    if (s == 0) {
+        const double d_o = (L1[k] - L0[k]) / dt_o;
+        v = vn + dt * (2.0 * (vn - L0[k]) / dt_o - d_o);
+    } else {
+        const double v1 = V1[k];
+        if (s == 1) v = 0.5 * (vn + v1);
+        else v = c23 * (v1 + V2[k]) - c13 * vn;
+        if (last) {
+            const double d_o = (L1[k] - L0[k]) / dt_o;
+            const double v2nd = ((v1 - vn) / dt - d_o) / dt_o;
+            v = v + c * v2nd;
+        }
+    }
+    out[k] = v;
+}

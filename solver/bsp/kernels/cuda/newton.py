@@ -51,6 +51,7 @@ GJ_SMEM_MAX = 227 * 1024  # shared memory per thread block, opt-in (Hopper)
 GJ_FACTORS_MAX_RS = 10
 _SMEM_SET: set = set()  # gj_inverse builds whose max_dynamic_shared_size_bytes is raised
 OPTIONS = ("-std=c++14",)
+EXACT = OPTIONS + ("--fmad=false",)  # kernels that give the array code's bits (no a*b + c contraction)
 BLOCK = 256
 
 
@@ -454,3 +455,21 @@ def newton_norms_tail(model, backend, V_new, V_old, N_new, N_old, x, eps):
                         i32(1), e, i32(NX), i32(e.size // NX), f8(model.dx), f8(2.0 * model.dx), d))
     v = cp.asnumpy(out)
     return _norms_dict(model, v), bool(v[4] != 0.0), (d, float(v[5]), bool(v[6] != 0.0))
+
+
+def iter_start(model, backend, s, V_n, stage_V, last, dt):
+    """poisson.iter_start in ONE launch (kernel iter_start, --fmad=false: bit for bit the array
+    code); the last step's d_o formed inline (no array)."""
+    if s == 0 and last is None:
+        return None
+    Vn = f64(cp, V_n)
+    V1 = f64(cp, stage_V[0]) if s >= 1 else Vn
+    V2 = f64(cp, stage_V[1]) if s == 2 else Vn
+    L0, L1, dt_o = (f64(cp, last.V0), f64(cp, last.V1), float(last.dt_o)) if last is not None else (Vn, Vn, 1.0)
+    out = cp.empty_like(Vn)
+    c = dt * dt / (4.0 if s == 1 else 3.0)
+    f8 = np.float64
+    _build.launch(_build.function("newton.cu", "iter_start", EXACT), Vn.size, BLOCK,
+                  (Vn, V1, V2, L0, L1, np.int32(s), np.int32(last is not None), f8(dt), f8(dt_o), f8(c),
+                   f8(2.0 / 3.0), f8(1.0 / 3.0), np.int32(Vn.size), out))
+    return out
