@@ -156,6 +156,20 @@ def test_emulated_cuda_iter_start(emulated_cuda, newton_cases, rng):
     assert any("--fmad=false" in o for _, o in emulated_cuda.cupy.compiled)
 
 
+@pytest.mark.parametrize("bc", ["neumann", "dirichlet"])
+def test_emulated_cuda_linsys_rhs(emulated_cuda, newton_cases, bc, rng):
+    """Kernel construct_rhs (b alone, kept Jacobian) bit for bit construct_linsys's b, and the
+    reference poisson.linsys_rhs (SuperLU's b) to rounding."""
+    cn = emulated_cuda.newton
+    m = newton_cases.model("mesh.NX=13", "mesh.NZ=11")
+    sysm, F, rhs, bvals, _, b_ref, _ = newton_cases.problem(m, bc, rng)
+    b = cn.linsys_rhs(m, NP, sysm, F, rhs, bvals)
+    assert np.array_equal(b, cn.construct_linsys(m, NP, sysm, F, rhs, bvals)[1])
+    np.testing.assert_allclose(b.ravel(), poisson.linsys_rhs(m, NP, sysm, F, rhs, bvals), rtol=1e-15,
+                               atol=1e-15 * np.abs(b_ref).max())
+    np.testing.assert_array_equal(poisson.linsys_rhs(m, NP, sysm, F, rhs, bvals), b_ref)
+
+
 def test_emulated_cuda_boundary_values_uploaded_once_per_bias(emulated_cuda, newton_cases, rng):
     """construct_linsys keeps the device copy of a read-only bflat (poisson._potential_boundary's, one
     per bias) by identity; a writable one is taken afresh each call; b the same either way."""
@@ -468,6 +482,26 @@ def test_cuda_newton_glue_matches_reference(cupy_backend, newton_cases, mesh, rn
     x[5] = np.inf
     _, fin = newton.newton_norms(m, cupy_backend, *(xp.asarray(a) for a in (Vn, V, Nn, N, x)))
     assert not fin
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("mesh", GPU_MESHES + [("mesh.NX=65", "mesh.NZ=129")])
+@pytest.mark.parametrize("linsys", ["auto", "block_cr", "dense"])
+def test_cuda_linsys_rhs_is_construct_linsys_b(cupy_backend, newton_cases, mesh, linsys, rng):
+    """Kernel construct_rhs (b alone with the kept Jacobian) bit for bit the b of construct_linsys
+    (construct_kernel; the dense variant's own), through poisson.linsys_rhs, and SuperLU's b to rounding."""
+    xp = cupy_backend.xp
+    m = newton_cases.model(*mesh, f"numerics.linsys={linsys}")
+    if linsys == "block_cr" and m.NZ > 127 or linsys == "dense" and m.NZ > 65:
+        pytest.skip("block_cr: NZ <= 127; dense: its static matrix is built on the host (slow)")
+    sysm, F, rhs, bvals, _, b_ref, _ = newton_cases.problem(m, "dirichlet", rng)
+    ro = bvals.copy()
+    ro.flags.writeable = False
+    Fd, rd = xp.asarray(F), xp.asarray(rhs)
+    b = poisson.linsys_rhs(m, cupy_backend, sysm, Fd, rd, ro)
+    b_full = poisson.construct_linsys(m, cupy_backend, sysm, Fd, rd, bvals)[1]
+    assert np.array_equal(cupy_backend.to_numpy(b), cupy_backend.to_numpy(b_full))
+    np.testing.assert_allclose(cupy_backend.to_numpy(b).ravel(), b_ref, rtol=1e-15, atol=1e-15 * np.abs(b_ref).max())
 
 
 @pytest.mark.gpu

@@ -308,6 +308,18 @@ def construct_linsys(model, backend, sysm, F, rhs_int, bflat):
     return A, b
 
 
+def linsys_rhs(model, backend, sysm, F, rhs_int, bflat):
+    """Phase ``construct_linsys`` with a kept Jacobian (numerics.iter_jacobian = step): b of
+    construct_linsys(F, rhs_int, bflat) alone (its rows scaled by the diagonal of the kept matrix,
+    built from the same F).  Reference: construct_linsys's b (the matrix is built and dropped); a
+    backend's fast path (``kernels.lookup(..., "linsys_rhs")``, CUDA: one launch over NX NZ rows
+    instead of the NX NZ^2 block entries) forms b alone, the same values."""
+    fast = _kernels.lookup(model, backend, "linsys_rhs")
+    if fast is not None:
+        return fast(model, backend, sysm, F, rhs_int, bflat)
+    return construct_linsys(model, backend, sysm, F, rhs_int, bflat)[1]
+
+
 def solve_linsys(model, backend, sysm, A, b, reuse=False):
     """Phase ``solve_linsys``: x of A x = b as a flat backend array, Dirichlet entries exact.
     ``reuse``: A is the very object of this system's last solve, whose factorization may be reused
@@ -507,9 +519,12 @@ def _newton_loop(model, backend, problem, V, sysm, bvals, rho_fn, drho_fn, tol, 
                 F = frechet(model, backend, eps, chi, rho, drho_fn(eps, rho) if drho_fn else None)
             rhs_int = newton_rhs(model, backend, sysm, F, V, N, ND)
         with _phase(timer, "construct_linsys"):
-            A, b = construct_linsys(model, backend, sysm, F, rhs_int, bflat)
+            if jac is not None:  # the kept matrix (built from the same F): b alone
+                A, b = jac[1], linsys_rhs(model, backend, sysm, F, rhs_int, bflat)
+            else:
+                A, b = construct_linsys(model, backend, sysm, F, rhs_int, bflat)
         reuse = jac is not None
-        if reuse:  # the kept matrix (built from the same F) and its factorization
+        if reuse:  # the kept matrix and its factorization
             A = jac[1]
         elif keep:
             jac = (F, A)

@@ -14,7 +14,7 @@ phases stay on the array reference).
     eigen.py       + eigen.cu, eigen_nr.cu eigen (kernels eigenvalues / eigenvalues_nr, variant numerics.eigen;
                                            ipim, variant numerics.ipim)
     frechet.py     + frechet.cu            Frechet
-    newton.py      + newton.cu,            construct_linsys, solve_linsys (variant numerics.linsys),
+    newton.py      + newton.cu,            construct_linsys, linsys_rhs, solve_linsys (variant numerics.linsys),
                      cyclic_reduction.cu   newton_rhs, newton_norms, deps_dx,
                                            newton_norms_tail, iter_start
                      batched_inverse.cu    (batched_cr: numerics.linsys_graph, numerics.batched_blocks)
@@ -45,4 +45,5 @@ TABLE = {
     "deps_dx": newton.deps_dx_max,
     "newton_norms_tail": newton.newton_norms_tail,
     "iter_start": newton.iter_start,
+    "linsys_rhs": newton.linsys_rhs,
 }

@@ -1,6 +1,7 @@
 /* The Newton system of ITER on the device, launched by newton.py (solver/bsp/blocktri.py is the array
    reference): construct_kernel (phase construct_linsys: the row-equilibrated block form in one
-   launch, one thread per block entry) and the Newton glue newton_rhs / newton_norms.  The block
+   launch, one thread per block entry; construct_rhs: its b alone), the Newton glue newton_rhs /
+   newton_norms (with the stage tail) and the prediction iter_start (--fmad=false).  The block
    cyclic reduction of phase solve_linsys is cyclic_reduction.cu.  Compiled with -std=c++14. */
 extern "C" __global__ void construct_kernel(
     const double* __restrict__ D0,     // (NX, NZ, NZ) static blocks, unscaled
@@ -34,6 +35,29 @@ extern "C" __global__ void construct_kernel(
         up[k] = up0[k] * s;
         b[k] = (in_r ? rhs[(size_t)(i - 1) * nz + r - 1] : bflat[k]) * s;
     }
+}
+
+// b of construct_kernel alone (poisson.linsys_rhs: the kept Jacobian's iterations), one thread per row
+// (i, r): construct_kernel's statements for b (same options, so the same bits)
+extern "C" __global__ void construct_rhs(
+    const double* __restrict__ D0,     // (NX, NZ, NZ) static blocks, unscaled
+    const double* __restrict__ F,      // (NX-2, NZ-2, NZ-2)
+    const double* __restrict__ rhs,    // (NX-2, NZ-2)
+    const double* __restrict__ bflat,  // (NX, NZ)
+    const double cpdz, const int NX, const int NZ, double* __restrict__ b)
+{
+    const int k = blockIdx.x * blockDim.x + threadIdx.x;
+    if (k >= NX * NZ) return;
+    const int nz = NZ - 2;
+    const int r = k % NZ;
+    const int i = k / NZ;
+    const bool in_r = i > 0 && i < NX - 1 && r > 0 && r < NZ - 1;
+    const size_t fr = ((size_t)(i - 1) * nz + (r - 1)) * nz;  // only used when in_r
+    const size_t row = ((size_t)i * NZ + r) * NZ;
+    double dg = D0[row + r];
+    if (in_r) dg += cpdz * F[fr + r - 1];
+    const double s = 1.0 / dg;
+    b[k] = (in_r ? rhs[(size_t)(i - 1) * nz + r - 1] : bflat[k]) * s;
 }
 
 // rhs of the interior rows: -c_p (N - N_D) + c_p dz sum_j' F_i(j, j') V(i, j'), one thread per (i, j)

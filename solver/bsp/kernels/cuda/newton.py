@@ -102,6 +102,21 @@ def construct_linsys(model, backend, sysm, F, rhs_int, bflat):
     return (D, lo, up), b
 
 
+def linsys_rhs(model, backend, sysm, F, rhs_int, bflat):
+    """poisson.linsys_rhs: b of construct_linsys alone by kernel construct_rhs (one thread per row,
+    construct_kernel's statements: the same bits), no block form written; the dense variant builds
+    its system."""
+    if _dense(model):
+        return construct_linsys(model, backend, sysm, F, rhs_int, bflat)[1]
+    NX, NZ = sysm.NX, sysm.NZ
+    D0 = _static(model, sysm)[0]
+    b = cp.empty((NX, NZ))
+    _build.launch(_build.function("newton.cu", "construct_rhs", OPTIONS), NX * NZ, BLOCK,
+                  (D0, f64(cp, F), f64(cp, rhs_int), _device_bflat(model, bflat), np.float64(sysm.cp_dz),
+                   np.int32(NX), np.int32(NZ), b))
+    return b
+
+
 def solve_linsys(model, backend, sysm, A, b, reuse=False):
     """x (NX NZ,) of the system construct_linsys built: block cyclic reduction by the CR kernels
     (variant block_cr) or over batched LU / GEMM (batched_cr), or cuSOLVER LU (dense); Dirichlet
