@@ -108,3 +108,25 @@ def test_the_prediction_forms_the_last_steps_slope_once_per_step(monkeypatch):
     np.testing.assert_array_equal(sim._last_step().d_o, 2 * V1 / 0.25)
     sim._V_last = None
     assert sim._last_step() is None
+
+
+@pytest.mark.parametrize("tail", [False, True])
+def test_a_non_finite_update_fails_alike_with_the_tail(monkeypatch, tail):
+    """The finite check of the Newton update x is made from the norms' host read with and without
+    the tail (the same _LinearSolveFailed, 'non-finite Newton update')."""
+    m = _model()
+    sysm = poisson._system(m, "dirichlet")
+    V_b = np.linspace(0.1, 0.3, m.NZ)
+    V = np.broadcast_to(V_b, (m.NX, m.NZ)).copy()
+    rho = np.full((m.NX, 3, m.N_sbn), 1e-3)
+    solve = poisson.solve_linsys
+
+    def bad_solve(*a, **k):
+        x = solve(*a, **k)
+        x[5] = np.nan
+        return x
+    monkeypatch.setattr(poisson._kernels, "lookup", _fake_tail_lookup(poisson._kernels.lookup))
+    monkeypatch.setattr(poisson, "solve_linsys", bad_solve)
+    bvals = poisson._potential_boundary(m, NP, sysm, V_b)
+    with pytest.raises(poisson._LinearSolveFailed, match="non-finite Newton update in iteration 1"):
+        poisson._newton_loop(m, NP, "POTENTIAL", V, sysm, bvals, lambda e: rho, None, 1e-6, 5, None, tail=tail)

@@ -544,10 +544,11 @@ def _newton_loop(model, backend, problem, V, sysm, bvals, rho_fn, drho_fn, tol, 
             N_new = density(xp, rho, chi)
         if norms_fast is None:  # the reference: the finite check of x above, then norms
             nrm = norms(xp, model, V_new, V, N_new, N)
-        elif tail_fast is not None:  # ... which also brings the stage tail of V_new along
-            nrm, finite_x, last_tail = tail_fast(model, backend, V_new, V, N_new, N, x, eps)
         else:  # the finite check of x deferred to the one host read of this iteration
-            nrm, finite_x = norms_fast(model, backend, V_new, V, N_new, N, x)
+            if tail_fast is not None:  # ... which also brings the stage tail of V_new along
+                nrm, finite_x, last_tail = tail_fast(model, backend, V_new, V, N_new, N, x, eps)
+            else:
+                nrm, finite_x = norms_fast(model, backend, V_new, V, N_new, N, x)
             if not finite_x:
                 raise _LinearSolveFailed(f"{problem}: non-finite Newton update in iteration {it}", V, it)
         history.append(nrm)
