@@ -23,8 +23,8 @@ def capture_systems(cfg_path=None, overrides=(), steps: int = 2, backend: str = 
     out: list[dict] = []
     orig_solve = poisson.solve_linsys
 
-    def recording_solve(model, backend_, sysm, A, b):
-        x = orig_solve(model, backend_, sysm, A, b)
+    def recording_solve(model, backend_, sysm, A, b, reuse=False):
+        x = orig_solve(model, backend_, sysm, A, b, reuse)
         out.append({"A": sp.csr_matrix(A, copy=True), "b": np.array(backend_.to_numpy(b), dtype=float),
                     "x": np.array(backend_.to_numpy(x), dtype=float), "x_bc": sysm.x_bc,
                     "step": label["step"], "call": len(out)})
