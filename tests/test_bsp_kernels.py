@@ -29,7 +29,8 @@ def rel(a, b):
 
 def test_phases_are_the_papers_names():
     assert kernels.PHASES == ("WENO_x", "WENO_w", "WENO_phi", "scat_gain", "scat_loss", "RK", "RK_wphi", "overlap", "eigen",
-                              "Frechet", "construct_linsys", "solve_linsys", "newton_rhs", "newton_norms", "deps_dx")
+                              "Frechet", "construct_linsys", "solve_linsys", "newton_rhs", "newton_norms", "deps_dx",
+                              "newton_norms_tail", "iter_start", "linsys_rhs")
     with pytest.raises(KeyError, match="no BSP phase 'gain'"):
         kernels.lookup(model(), NP_BE, "gain")
 
@@ -293,8 +294,13 @@ def test_emulated_iter_run_fast_vs_array(emulated_cuda, fake_graph_capture, monk
 
     monkeypatch.setattr(blocktri, "MAX_NZ", 11)
 
-    names = ("eigen", "Frechet", "construct_linsys", "solve_linsys", "newton_rhs", "newton_norms")
-    table = {p: emulated_cuda.TABLE[p] for p in names}
+    names = ("eigen", "Frechet", "construct_linsys", "solve_linsys", "newton_rhs", "newton_norms", "newton_norms_tail", "deps_dx", "iter_start",
+             "linsys_rhs")
+    calls = {}
+
+    def counted(p, f):
+        return lambda *a: calls.__setitem__(p, calls.get(p, 0) + 1) or f(*a)
+    table = {p: counted(p, emulated_cuda.TABLE[p]) if p not in names[:6] else emulated_cuda.TABLE[p] for p in names}
     monkeypatch.setattr(kernels, "REGISTRY", Registry("bsp", {"numpy": lambda: table}))
     solves = []
     real = emulated_cuda.newton.solve_linsys_batched
@@ -310,10 +316,12 @@ def test_emulated_iter_run_fast_vs_array(emulated_cuda, fake_graph_capture, monk
         sim.run(resume=False)
         states[mode] = {k: np.asarray(getattr(sim.state, k)) for k in ("Phi", "V", "eps", "rho")}
     assert solves  # the batched block solve ran (auto beyond MAX_NZ)
-    # through one graph per system (INITCOND's and the Dirichlet one) and one for the Dirichlet system's
-    # re-solve with the kept factors (numerics.iter_jacobian = step: GaussJordanCR.resolve)
-    ev = fake_graph_capture.events
-    assert ev.count("capture") == 3 and ev.count("launch") == len(solves), (ev.count("capture"), ev.count("launch"), len(solves))
+    assert calls["newton_norms_tail"] >= 12 and calls.get("deps_dx", 0) == 1  # THERMEQUIL's only: the stages' from the norms
+    assert calls["iter_start"] == 9  # steps 2-4 (step 1 starts from THERMEQUIL)
+    assert calls["linsys_rhs"] >= 8  # the kept Jacobian's iterations: b alone
+    ev = fake_graph_capture.events  # through one graph per system, INITCOND's and the Dirichlet one, and the
+    # Dirichlet system's resolve graph (numerics.iter_jacobian = step: the kept factorization substituted)
+    assert ev.count("capture") == 3 and ev.count("launch") == len(solves), (ev.count("capture"), len(solves))
     for k, v in states["auto"].items():
         assert rel(v, states["array"][k]) <= 1e-10, (k, rel(v, states["array"][k]))
 
@@ -345,7 +353,8 @@ def test_cuda_table_is_the_block_versions(cupy_backend):
     assert kernels.lookup(m, cupy_backend, "RK") is rk.rk_update
     assert kernels.lookup(m, cupy_backend, "RK_wphi") is rk.stage_update
     assert kernels.lookup(m, cupy_backend, "overlap") is scattering.overlap
-    for name in ("construct_linsys", "solve_linsys", "newton_rhs", "newton_norms"):
+    for name in ("construct_linsys", "solve_linsys", "newton_rhs", "newton_norms", "newton_norms_tail",
+                 "iter_start", "linsys_rhs"):
         assert kernels.lookup(m, cupy_backend, name) is getattr(newton, name)
     assert kernels.lookup(m, cupy_backend, "Frechet") is frechet.frechet
     assert kernels.lookup(m, cupy_backend, "eigen") is eigen.eigen
@@ -392,6 +401,35 @@ def test_gpu_run_bitwise_reproducible_and_close_to_numpy(cupy_backend, variant):
         r = rel(runs[0][k], runs[2][k])
         print(f"10 steps cupy {variant} vs numpy: {k} max rel diff {r:.3e}")
         assert r <= 1e-10, (k, r)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("mesh", [("mesh.NX=17", "mesh.NZ=17", "mesh.NW=40", "mesh.NPHI=12"),
+                                  ("mesh.NX=65", "mesh.NZ=65", "mesh.NW=24", "mesh.NPHI=8")])
+def test_gpu_run_iter_glue_changes_no_bit(cupy_backend, mesh, monkeypatch):
+    """The ITER glue of docs/performance-iter-glue.md (newton_norms_tail, iter_start, linsys_rhs): a
+    cupy run with them is bitwise the cupy run without them (each forms the bits of what it replaces),
+    over 12 steps (the kept Jacobian across steps, afresh at step 11), and times no ITER/deps_dx."""
+    from solver.bsp.simulation import Simulation
+    glue = ("newton_norms_tail", "iter_start", "linsys_rhs")
+    real = kernels.lookup
+    cfg = load(None, ["mesh.N_sbn=3", *mesh, "output.progress=false", "numerics.backend=cupy",
+                      "time.steps=12", "time.t_end_ps=null"])
+    runs = {}
+    for name in ("without", "with"):
+        with monkeypatch.context() as mp:
+            if name == "without":
+                mp.setattr(kernels, "lookup", lambda m, b, n: None if n in glue else real(m, b, n))
+            sim = Simulation(cfg, cupy_backend, None, progress=False)
+            sim.run(resume=False)
+        st = sim.state
+        runs[name] = ({k: cupy_backend.to_numpy(getattr(st, k)) for k in ("Phi", "V", "eps", "rho", "deps_dx")},
+                      (st.A_eps, st.newton_iterations, st.t), set(sim.timer.totals))
+    (a, sa, ta), (b, sb, tb) = runs["without"], runs["with"]
+    for k in a:
+        assert np.array_equal(a[k], b[k]), k
+    assert sa == sb
+    assert "step/ITER/deps_dx" in ta and "step/ITER/deps_dx" not in tb
 
 
 @pytest.mark.gpu

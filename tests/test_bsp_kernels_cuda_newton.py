@@ -104,6 +104,92 @@ def test_emulated_cuda_deps_dx_max(emulated_cuda, newton_cases, rng):
     assert math.isnan(cn.deps_dx_max(m, NP, eps, V)[1]) and math.isnan(schrodinger.deps_dx_max(m, NP, eps, V)[1])
 
 
+def test_emulated_cuda_newton_norms_tail(emulated_cuda, newton_cases, rng):
+    """newton_norms_tail (the norms and the stage tail of the new iterate in one launch) against its
+    reference poisson.norms_tail and against newton_norms + deps_dx_max: the norms the same bits as
+    newton_norms', d bit for bit, A exact, a non-finite V_new or x reported."""
+    cn = emulated_cuda.newton
+    m = newton_cases.model("mesh.NX=10", "mesh.NZ=11")
+    V, N = (rng.standard_normal((m.NX, m.NZ)) for _ in range(2))
+    Vn, Nn = V + 1e-3 * rng.standard_normal(V.shape), N + 1e-2 * rng.standard_normal(N.shape)
+    eps = rng.standard_normal((m.NX, 3, m.N_sbn))
+    x = Vn.ravel().copy()
+    nrm, fin, (d, A, finV) = cn.newton_norms_tail(m, NP, Vn, V, Nn, N, x, eps)
+    nrm0, fin0 = cn.newton_norms(m, NP, Vn, V, Nn, N, x)
+    assert nrm == nrm0 and fin is fin0 is True
+    r_nrm, r_fin, (r_d, r_A, r_finV) = poisson.norms_tail(m, NP, Vn, V, Nn, N, x, eps)
+    np.testing.assert_allclose([nrm[k] for k in poisson.NORM_KEYS], [r_nrm[k] for k in poisson.NORM_KEYS],
+                               rtol=1e-13)
+    assert np.array_equal(d, r_d) and np.array_equal(d, schrodinger.deps_dx(m, eps))
+    assert A == r_A and finV is r_finV is True and r_fin is True
+    Vn[2, 3] = np.inf
+    _, fin, (_, _, finV) = cn.newton_norms_tail(m, NP, Vn, V, Nn, N, x, eps)
+    assert fin is True and finV is False and poisson.norms_tail(m, NP, Vn, V, Nn, N, x, eps)[2][2] is False
+    x[4] = np.nan
+    eps[3, 1, 0] = np.nan
+    _, fin, (_, A, _) = cn.newton_norms_tail(m, NP, Vn, V, Nn, N, x, eps)
+    assert fin is False and math.isnan(A)
+
+
+def _iter_start_cases(m, rng):
+    """(s, V_n, stage_V, last, dt) for every stage, with and without a last step."""
+    V = [rng.standard_normal((m.NX, m.NZ)) for _ in range(5)]
+    last = poisson.LastStep(V[3], V[4], 0.7e-3)
+    dt = 1.3e-3
+    for lst in (last, None):
+        yield 0, V[0], [], lst, dt
+        yield 1, V[0], [V[1]], lst, dt
+        yield 2, V[0], [V[1], V[2]], lst, dt
+
+
+def test_emulated_cuda_iter_start(emulated_cuda, newton_cases, rng):
+    """Kernel iter_start (the prediction in one launch) bit for bit poisson.iter_start's array code."""
+    cn = emulated_cuda.newton
+    m = newton_cases.model("mesh.NX=10", "mesh.NZ=11")
+    for s, V_n, stage_V, last, dt in _iter_start_cases(m, rng):
+        want = poisson.iter_start(m, NP, s, V_n, stage_V, last, dt)
+        got = cn.iter_start(m, NP, s, V_n, stage_V, last, dt)
+        if want is None:
+            assert got is None and s == 0 and last is None
+            continue
+        assert got.shape == want.shape and np.array_equal(got, want), (s, last is None)
+    assert any("--fmad=false" in o for _, o in emulated_cuda.cupy.compiled)
+
+
+@pytest.mark.parametrize("bc", ["neumann", "dirichlet"])
+def test_emulated_cuda_linsys_rhs(emulated_cuda, newton_cases, bc, rng):
+    """Kernel construct_rhs (b alone, kept Jacobian) bit for bit construct_linsys's b, and the
+    reference poisson.linsys_rhs (SuperLU's b) to rounding."""
+    cn = emulated_cuda.newton
+    m = newton_cases.model("mesh.NX=13", "mesh.NZ=11")
+    sysm, F, rhs, bvals, _, b_ref, _ = newton_cases.problem(m, bc, rng)
+    b = cn.linsys_rhs(m, NP, sysm, F, rhs, bvals)
+    assert np.array_equal(b, cn.construct_linsys(m, NP, sysm, F, rhs, bvals)[1])
+    np.testing.assert_allclose(b.ravel(), poisson.linsys_rhs(m, NP, sysm, F, rhs, bvals), rtol=1e-15,
+                               atol=1e-15 * np.abs(b_ref).max())
+    np.testing.assert_array_equal(poisson.linsys_rhs(m, NP, sysm, F, rhs, bvals), b_ref)
+
+
+def test_emulated_cuda_boundary_values_uploaded_once_per_bias(emulated_cuda, newton_cases, rng):
+    """construct_linsys keeps the device copy of a read-only bflat (poisson._potential_boundary's, one
+    per bias) by identity; a writable one is taken afresh each call; b the same either way."""
+    cn = emulated_cuda.newton
+    m = newton_cases.model("mesh.NX=10", "mesh.NZ=9")
+    sysm, F, rhs, bvals, _, _, _ = newton_cases.problem(m, "dirichlet", rng)
+    ro = bvals.copy()
+    ro.flags.writeable = False
+    d1 = cn._device_bflat(m, ro)
+    assert cn._device_bflat(m, ro) is d1 and m.device_cache[("cuda.newton", "bflat")][0] is ro
+    np.testing.assert_array_equal(d1, bvals)
+    again = ro.copy()
+    again.flags.writeable = False
+    assert cn._device_bflat(m, again) is not d1
+    assert cn._device_bflat(m, bvals) is not cn._device_bflat(m, again)
+    b_rw = cn.construct_linsys(m, NP, sysm, F, rhs, bvals)[1]
+    b_ro = cn.construct_linsys(m, NP, sysm, F, rhs, ro)[1]
+    np.testing.assert_array_equal(b_rw, b_ro)
+
+
 def test_linsys_variant_selects_the_system(emulated_cuda, monkeypatch):
     """numerics.linsys: auto = the batched block solve at every NZ (measured, docs/performance-iter-next.md
     section 9); dense = the dense system at any NZ; block_cr / batched_cr as named; construct_linsys
@@ -396,6 +482,74 @@ def test_cuda_newton_glue_matches_reference(cupy_backend, newton_cases, mesh, rn
     x[5] = np.inf
     _, fin = newton.newton_norms(m, cupy_backend, *(xp.asarray(a) for a in (Vn, V, Nn, N, x)))
     assert not fin
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("mesh", GPU_MESHES + [("mesh.NX=65", "mesh.NZ=129")])
+@pytest.mark.parametrize("linsys", ["auto", "block_cr", "dense"])
+def test_cuda_linsys_rhs_is_construct_linsys_b(cupy_backend, newton_cases, mesh, linsys, rng):
+    """Kernel construct_rhs (b alone with the kept Jacobian) bit for bit the b of construct_linsys
+    (construct_kernel; the dense variant's own), through poisson.linsys_rhs, and SuperLU's b to rounding."""
+    xp = cupy_backend.xp
+    m = newton_cases.model(*mesh, f"numerics.linsys={linsys}")
+    if linsys == "block_cr" and m.NZ > 127 or linsys == "dense" and m.NZ > 65:
+        pytest.skip("block_cr: NZ <= 127; dense: its static matrix is built on the host (slow)")
+    sysm, F, rhs, bvals, _, b_ref, _ = newton_cases.problem(m, "dirichlet", rng)
+    ro = bvals.copy()
+    ro.flags.writeable = False
+    Fd, rd = xp.asarray(F), xp.asarray(rhs)
+    b = poisson.linsys_rhs(m, cupy_backend, sysm, Fd, rd, ro)
+    b_full = poisson.construct_linsys(m, cupy_backend, sysm, Fd, rd, bvals)[1]
+    assert np.array_equal(cupy_backend.to_numpy(b), cupy_backend.to_numpy(b_full))
+    np.testing.assert_allclose(cupy_backend.to_numpy(b).ravel(), b_ref, rtol=1e-15, atol=1e-15 * np.abs(b_ref).max())
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("mesh", [("mesh.NX=13", "mesh.NZ=11"), ("mesh.NX=65", "mesh.NZ=65")])
+def test_cuda_iter_start_matches_reference(cupy_backend, newton_cases, mesh, rng):
+    """Kernel iter_start on the device bit for bit the array code on the host (numpy) and on the device
+    (numerics.kernels = array: CuPy's elementwise operations)."""
+    from solver.bsp.kernels.cuda import newton
+    xp = cupy_backend.xp
+    m = newton_cases.model(*mesh)
+    ma = newton_cases.model(*mesh, "numerics.kernels=array")
+    dev = lambda a: None if a is None else xp.asarray(a)  # noqa: E731
+    for s, V_n, stage_V, last, dt in _iter_start_cases(m, rng):
+        want = poisson.iter_start(m, NP, s, V_n, stage_V, last, dt)
+        dl = None if last is None else poisson.LastStep(dev(last.V0), dev(last.V1), last.dt_o)
+        args = (s, dev(V_n), [dev(v) for v in stage_V], dl, dt)
+        got = newton.iter_start(m, cupy_backend, *args)
+        via = poisson.iter_start(m, cupy_backend, *args)
+        arr = poisson.iter_start(ma, cupy_backend, *args)
+        if want is None:
+            assert got is None and via is None and arr is None
+            continue
+        for o in (got, via, arr):
+            assert np.array_equal(cupy_backend.to_numpy(o), want), (s, last is None)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("mesh", [("mesh.NX=13", "mesh.NZ=11"), ("mesh.NX=65", "mesh.NZ=65")])
+def test_cuda_newton_norms_tail_matches_reference(cupy_backend, newton_cases, mesh, rng):
+    """newton_norms_tail on the device: the norms bit for bit newton_norms' (one kernel), against
+    poisson.norms_tail on the host; d eps/dx bit for bit, A exact, the finite checks."""
+    from solver.bsp.kernels.cuda import newton
+    xp = cupy_backend.xp
+    m = newton_cases.model(*mesh)
+    V, N = (rng.standard_normal((m.NX, m.NZ)) for _ in range(2))
+    Vn, Nn = V + 1e-3 * rng.standard_normal(V.shape), N + 1e-2 * rng.standard_normal(N.shape)
+    eps = rng.standard_normal((m.NX, 3, m.N_sbn))
+    dev = [xp.asarray(a) for a in (Vn, V, Nn, N, Vn.ravel())]
+    nrm, fin, (d, A, finV) = newton.newton_norms_tail(m, cupy_backend, *dev, xp.asarray(eps))
+    nrm0, fin0 = newton.newton_norms(m, cupy_backend, *dev)
+    assert nrm == nrm0 and fin and fin0 and finV
+    r_nrm, _, (r_d, r_A, _) = poisson.norms_tail(m, NP, Vn, V, Nn, N, Vn.ravel(), eps)
+    np.testing.assert_allclose([nrm[k] for k in poisson.NORM_KEYS], [r_nrm[k] for k in poisson.NORM_KEYS],
+                               rtol=1e-13)
+    assert np.array_equal(cupy_backend.to_numpy(d), r_d) and A == r_A
+    Vn[-1, -1] = np.nan
+    dev[0] = xp.asarray(Vn)
+    assert newton.newton_norms_tail(m, cupy_backend, *dev, xp.asarray(eps))[2][2] is False
 
 
 @pytest.mark.gpu

@@ -45,6 +45,7 @@ import math
 import warnings
 from contextlib import nullcontext
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
@@ -82,7 +83,10 @@ class IterResult:
     this solve started with when it measured none (numerics.iter_stop = estimate);
     contraction_age: solves since it was measured (0: by this one); jacobian: (F, A), the
     Frechet blocks and the Newton matrix of the last factorization of this system, to be kept by
-    the step's next stages (numerics.iter_jacobian = step; None otherwise).
+    the step's next stages (numerics.iter_jacobian = step; None otherwise); tail: (d eps/dx, A_eps,
+    all finite V) of V and eps, as schrodinger.deps_dx_max gives them, where the last iteration's norms
+    formed them in the same host read (potential's ``tail``, a fast path of ``norms_tail``; None
+    otherwise: the caller forms them).
     """
     problem: str
     V: object
@@ -103,6 +107,7 @@ class IterResult:
     contraction: float | None = None
     contraction_age: int = 0
     jacobian: tuple | None = None
+    tail: tuple | None = None
 
 
 def _phase(timer, name):
@@ -303,6 +308,18 @@ def construct_linsys(model, backend, sysm, F, rhs_int, bflat):
     return A, b
 
 
+def linsys_rhs(model, backend, sysm, F, rhs_int, bflat):
+    """Phase ``construct_linsys`` with a kept Jacobian (numerics.iter_jacobian = step): b of
+    construct_linsys(F, rhs_int, bflat) alone (its rows scaled by the diagonal of the kept matrix,
+    built from the same F).  Reference: construct_linsys's b (the matrix is built and dropped); a
+    backend's fast path (``kernels.lookup(..., "linsys_rhs")``, CUDA: one launch over NX NZ rows
+    instead of the NX NZ^2 block entries) forms b alone, the same values."""
+    fast = _kernels.lookup(model, backend, "linsys_rhs")
+    if fast is not None:
+        return fast(model, backend, sysm, F, rhs_int, bflat)
+    return construct_linsys(model, backend, sysm, F, rhs_int, bflat)[1]
+
+
 def solve_linsys(model, backend, sysm, A, b, reuse=False):
     """Phase ``solve_linsys``: x of A x = b as a flat backend array, Dirichlet entries exact.
     ``reuse``: A is the very object of this system's last solve, whose factorization may be reused
@@ -341,6 +358,60 @@ def kept_jacobian(model, backend, F):
     return F, construct_linsys(model, backend, sysm, F, rhs, np.zeros(sysm.n))[0]
 
 
+class LastStep:
+    """The last step's POTENTIAL solutions that the prediction of a stage's start needs
+    (numerics.iter_start = extrapolate; iter_start): V0 = V^(n-1), V1 = its first stage's V^(1)_o,
+    dt_o its time step; ``d_o`` = (V1 - V0) / dt_o, the array formed once (on first use) per step."""
+
+    def __init__(self, V0, V1, dt_o: float):
+        self.V0, self.V1, self.dt_o = V0, V1, dt_o
+
+    @cached_property
+    def d_o(self):
+        return (self.V1 - self.V0) / self.dt_o
+
+
+def iter_start(model, backend, s: int, V_n, stage_V: list, last: LastStep | None, dt: float):
+    """numerics.iter_start = extrapolate: the start of RK stage ``s``'s POTENTIAL Newton, predicted
+    from this step's stages ``stage_V`` (V^(1), V^(2)), V^n = ``V_n`` and the last step ``last``
+    (None: none); None where there is no prediction (stage 1 without a last step).  The formulas are
+    Simulation._iter_start's.  A backend's fast path (``kernels.lookup(..., "iter_start")``, CUDA: one
+    launch, the same operations in the same order, no contraction) forms it from the same arguments."""
+    fast = _kernels.lookup(model, backend, "iter_start")
+    if fast is not None:
+        return fast(model, backend, s, V_n, stage_V, last, dt)
+    if s == 0:
+        return None if last is None else V_n + dt * (2.0 * (V_n - last.V0) / last.dt_o - last.d_o)
+    V1 = stage_V[0]
+    if s == 1:
+        V = 0.5 * (V_n + V1)
+    else:
+        V = (2.0 / 3.0) * (V1 + stage_V[1]) - (1.0 / 3.0) * V_n
+    if last is not None:
+        V2nd = ((V1 - V_n) / dt - last.d_o) / last.dt_o
+        V = V + (dt * dt / (4.0 if s == 1 else 3.0)) * V2nd
+    return V
+
+
+def _potential_boundary(model, backend, sysm, V_b):
+    """POTENTIAL's boundary values (NX NZ,) as a read-only flat host array: V_b at x = 0, V_b + V_DS
+    at x = 1, the gate voltages at the gates.  Kept on the model per bias: recomputed (one host read
+    of V_b) only when V_b is another array or the bias (V_G, V_DS: Simulation._ramp_bias changes it)
+    differs; V_b is never written in place.  Read-only, so that a fast path may keep its device copy
+    by identity (kernels/cuda/newton.py)."""
+    key = ("_iter_boundary", sysm.x_bc)
+    bias = (model.V_G, model.V_DS)
+    cache = model.device_cache
+    hit = cache.get(key)
+    if hit is not None and hit[0] is V_b and hit[1] == bias:
+        return hit[2]
+    V_b_h = np.asarray(backend.to_numpy(V_b), dtype=float).reshape(model.NZ)
+    bflat = sysm.boundary_values(model, V_b_h, V_b_h + bias[1]).ravel()
+    bflat.flags.writeable = False
+    cache[key] = (V_b, bias, bflat)
+    return bflat
+
+
 def _system(model, x_bc):
     key = ("_iter_newton_system", x_bc)  # host structure cached on the model (not a backend array)
     cache = model.device_cache
@@ -358,6 +429,17 @@ def norms(xp, model, V_new, V_old, N_new, N_old):
                      xp.max(xp.abs(dN)), w * xp.sqrt(xp.sum(dN * dN))])
     vals = np.asarray(vals.get() if hasattr(vals, "get") else vals, dtype=float)
     return dict(zip(NORM_KEYS, vals.tolist()))
+
+
+def norms_tail(model, backend, V_new, V_old, N_new, N_old, x, eps):
+    """(norms, all(isfinite(x)), schrodinger.deps_dx_max(eps, V_new)): the Newton norms of an iteration
+    and the tail of the stage's ITER for its new iterate (eps: the levels of V_new).  A fast path
+    (``kernels.lookup(..., "newton_norms_tail")``, CUDA: one kernel, one host read) lets a converging
+    POTENTIAL iteration bring the tail along (IterResult.tail); this array form is its reference
+    (_newton_loop's own path calls norms and leaves the tail to the caller)."""
+    xp = backend.xp
+    finite_x = bool(xp.all(xp.isfinite(x)))
+    return norms(xp, model, V_new, V_old, N_new, N_old), finite_x, schrodinger.deps_dx_max(model, backend, eps, V_new)
 
 
 def converged_by_estimate(nrm, contraction, tol) -> bool:
@@ -392,7 +474,7 @@ def _stalled(history) -> bool:
 
 def _newton_loop(model, backend, problem, V, sysm, bvals, rho_fn, drho_fn, tol, max_iter,
                  timer, gummel=False, eigs=None, omega=1.0, levels=None, contraction=None, age=0,
-                 jacobian=None, keep=False):
+                 jacobian=None, keep=False, tail=False):
     """Run Newton (or Gummel) updates from V; return an IterResult (converged or not) or raise
     _LinearSolveFailed / FloatingPointError through the caller's handling.  ``eigs``: the
     eigenpairs of V, if known; else they are computed, warm-started from ``levels`` if given.
@@ -401,7 +483,9 @@ def _newton_loop(model, backend, problem, V, sysm, bvals, rho_fn, drho_fn, tol, 
     ``keep`` (numerics.iter_jacobian = step): simplified Newton, the Jacobian (F, A) of the first
     iteration (or ``jacobian``, kept from an earlier solve of the step) used by the later ones, its
     factorization reused, and evaluated afresh after an iteration that shrinks the change by less
-    than THETA_REFRESH; the result carries it."""
+    than THETA_REFRESH; the result carries it.  ``tail``: where ``newton_norms_tail`` has a fast
+    path, each iteration's norms also form the stage tail of its new iterate (one host read) and the
+    result carries the last one (IterResult.tail)."""
     xp = backend.xp
     NX, NZ = model.NX, model.NZ
     ND = model.on(backend, "N_D")
@@ -412,10 +496,12 @@ def _newton_loop(model, backend, problem, V, sysm, bvals, rho_fn, drho_fn, tol, 
             eps, chi = eigs
         rho = rho_fn(eps)
         N = density(xp, rho, chi)
-    bflat = bvals.ravel()
+    bflat = bvals if bvals.ndim == 1 else bvals.ravel()  # potential's: kept per bias (_potential_boundary)
     # optional fused glue (kernels.lookup; None on the reference path): the norms + the finite
     # check of x in one reduction with one host read
     norms_fast = _kernels.lookup(model, backend, "newton_norms")
+    tail_fast = _kernels.lookup(model, backend, "newton_norms_tail") if tail and norms_fast is not None else None
+    last_tail = None
     history = []
     best = {k: math.inf for k in NORM_KEYS}
     flat = 0
@@ -433,9 +519,12 @@ def _newton_loop(model, backend, problem, V, sysm, bvals, rho_fn, drho_fn, tol, 
                 F = frechet(model, backend, eps, chi, rho, drho_fn(eps, rho) if drho_fn else None)
             rhs_int = newton_rhs(model, backend, sysm, F, V, N, ND)
         with _phase(timer, "construct_linsys"):
-            A, b = construct_linsys(model, backend, sysm, F, rhs_int, bflat)
+            if jac is not None:  # the kept matrix (built from the same F): b alone
+                A, b = jac[1], linsys_rhs(model, backend, sysm, F, rhs_int, bflat)
+            else:
+                A, b = construct_linsys(model, backend, sysm, F, rhs_int, bflat)
         reuse = jac is not None
-        if reuse:  # the kept matrix (built from the same F) and its factorization
+        if reuse:  # the kept matrix and its factorization
             A = jac[1]
         elif keep:
             jac = (F, A)
@@ -456,7 +545,10 @@ def _newton_loop(model, backend, problem, V, sysm, bvals, rho_fn, drho_fn, tol, 
         if norms_fast is None:  # the reference: the finite check of x above, then norms
             nrm = norms(xp, model, V_new, V, N_new, N)
         else:  # the finite check of x deferred to the one host read of this iteration
-            nrm, finite_x = norms_fast(model, backend, V_new, V, N_new, N, x)
+            if tail_fast is not None:  # ... which also brings the stage tail of V_new along
+                nrm, finite_x, last_tail = tail_fast(model, backend, V_new, V, N_new, N, x, eps)
+            else:
+                nrm, finite_x = norms_fast(model, backend, V_new, V, N_new, N, x)
             if not finite_x:
                 raise _LinearSolveFailed(f"{problem}: non-finite Newton update in iteration {it}", V, it)
         history.append(nrm)
@@ -472,7 +564,7 @@ def _newton_loop(model, backend, problem, V, sysm, bvals, rho_fn, drho_fn, tol, 
         if all(v < omega * tol for v in nrm.values()) or converged_by_estimate(nrm, contraction, omega * tol):
             return IterResult(problem, V, eps, chi, rho, N, it, nrm, history, True, False,
                               "gummel" if gummel else "newton", omega=omega, contraction=contraction,
-                              contraction_age=age, jacobian=jac)
+                              contraction_age=age, jacobian=jac, tail=last_tail)
         improved = False
         for k in NORM_KEYS:
             if nrm[k] < best[k]:
@@ -486,12 +578,12 @@ def _newton_loop(model, backend, problem, V, sysm, bvals, rho_fn, drho_fn, tol, 
                           + f" (tolerance {tol:g}; all below {STAGNATION_FLOOR:g}): accepted",
                           RuntimeWarning, stacklevel=3)
             return IterResult(problem, V, eps, chi, rho, N, it, nrm, history, True, True,
-                              "gummel" if gummel else "newton", omega=omega)
+                              "gummel" if gummel else "newton", omega=omega, tail=last_tail)
         if _stalled(history):
             return IterResult(problem, V, eps, chi, rho, N, it, nrm, history, False, False,
-                              "gummel" if gummel else "newton", stalled=True, omega=omega)
+                              "gummel" if gummel else "newton", stalled=True, omega=omega, tail=last_tail)
     return IterResult(problem, V, eps, chi, rho, N, max_iter, history[-1], history, False, False,
-                      "gummel" if gummel else "newton", omega=omega)
+                      "gummel" if gummel else "newton", omega=omega, tail=last_tail)
 
 
 def _startup_loop(model, backend, problem, V0, sysm, bvals, rho_fn, drho_fn, tol, max_iter, timer):
@@ -567,7 +659,7 @@ def thermequil(model, backend, V_b, timer=None, eps0=None) -> IterResult:
 
 
 def potential(model, backend, V_prev, rho, V_b, timer=None, state=None, tol=None,
-              max_iter=None, gummel_max_iter=None, V_start=None, jacobian=None) -> IterResult:
+              max_iter=None, gummel_max_iter=None, V_start=None, jacobian=None, tail=False) -> IterResult:
     """POTENTIAL: densities ``rho`` (NX, 3, N_sbn) from the BTE held fixed; Dirichlet V_b(z) at
     x = 0 and V_b(z) + V_DS at x = 1; start ``V_prev``.  ``state``: optional previous IterResult
     whose eps/chi are the eigenpairs of ``V_prev`` (saves the first eigen solve).  Newton up to
@@ -578,15 +670,15 @@ def potential(model, backend, V_prev, rho, V_b, timer=None, state=None, tol=None
     damped restarts; numerics.iter_start); its eigenpairs are computed, warm-started from the
     levels of ``state``.  numerics.iter_jacobian = step: simplified Newton (_newton_loop's ``keep``)
     from ``jacobian`` (the result's ``jacobian`` of the step's last solve; None = evaluated here);
-    if that fails in any way, plain Newton from the start."""
+    if that fails in any way, plain Newton from the start.  ``tail``: the result may carry the stage
+    tail (IterResult.tail, _newton_loop's ``tail``); None where no fast path formed it."""
     xp = backend.xp
     nm = model.cfg["numerics"]
     tol = nm["tol_potential"] if tol is None else tol
     max_iter = nm["max_iter_potential"] if max_iter is None else max_iter
     gummel_max_iter = nm["max_iter_potential"] if gummel_max_iter is None else gummel_max_iter
-    V_b_h = np.asarray(backend.to_numpy(V_b), dtype=float).reshape(model.NZ)
     sysm = _system(model, "dirichlet")
-    bvals = sysm.boundary_values(model, V_b_h, V_b_h + model.V_DS)
+    bvals = _potential_boundary(model, backend, sysm, V_b)
     rho = backend.asarray(rho)
     V0 = backend.asarray(V_prev if V_start is None else V_start)
     V = V0
@@ -605,7 +697,7 @@ def potential(model, backend, V_prev, rho, V_b, timer=None, state=None, tol=None
         try:
             res = _newton_loop(model, backend, "POTENTIAL", V0, sysm, bvals, rho_fn, None, tol, max_iter,
                                timer, eigs=eigs, levels=levels, contraction=contraction, age=age,
-                               jacobian=jacobian, keep=True)
+                               jacobian=jacobian, keep=True, tail=tail)
             n_newton = res.iterations
             if res.converged:
                 return res
@@ -615,7 +707,7 @@ def potential(model, backend, V_prev, rho, V_b, timer=None, state=None, tol=None
         try:
             res = _newton_loop(model, backend, "POTENTIAL", V0, sysm, bvals, rho_fn, None,
                                tol, max_iter, timer, eigs=eigs, omega=omega, levels=levels,
-                               contraction=contraction, age=age, keep=keep and omega == 1.0)
+                               contraction=contraction, age=age, keep=keep and omega == 1.0, tail=tail)
         except _LinearSolveFailed as exc:
             reason = str(exc)
             V = exc.V if exc.V is not None else V0  # the last finite iterate
@@ -636,7 +728,7 @@ def potential(model, backend, V_prev, rho, V_b, timer=None, state=None, tol=None
     warnings.warn(f"POTENTIAL: {reason}; falling back to Gummel", RuntimeWarning, stacklevel=2)
     try:
         g = _newton_loop(model, backend, "POTENTIAL(Gummel)", V, sysm, bvals, rho_fn, None,
-                         tol, gummel_max_iter, timer, gummel=True)
+                         tol, gummel_max_iter, timer, gummel=True, tail=tail)
     except _LinearSolveFailed as exc:
         raise ConvergenceError(f"POTENTIAL: {reason}; Gummel fallback failed: {exc}") from exc
     if not g.converged:

@@ -621,16 +621,18 @@ NCU_KERNELS = {
     "ipim_b": ("ITER", "eigen", "cuda_tridiag_Thomas", None),
     "frechet_kernel": ("ITER", "Frechet", "cuda_compute_frechet", None),
     "construct_kernel": ("ITER", "construct_linsys", "cuda_constr_linsys", None),
+    "construct_rhs": ("ITER", "construct_linsys", "", None),  # b alone with the kept Jacobian
     "cr_eliminate": ("ITER", "solve_linsys", "cuda_matrix_vector_product", None),
     "cr_update": ("ITER", "solve_linsys", "cuda_update_x", None),
     "cr_backsub": ("ITER", "solve_linsys", "cuda_update_x", None),
     "gj_inverse": ("ITER", "solve_linsys", "", None),
     "bcr_update0": ("ITER", "solve_linsys", "", None),
     "bcr_update": ("ITER", "solve_linsys", "", None),
-    "bcr_rhs": ("ITER", "solve_linsys", "", None),
     "bcr_backsub": ("ITER", "solve_linsys", "", None),
+    "bcr_rhs": ("ITER", "solve_linsys", "", None),  # the resolve with the kept factorization
     "newton_rhs": ("ITER", "newton_rhs", "", None),
-    "newton_norms": ("ITER", "newton_norms", "", None),
+    "newton_norms": ("ITER", "newton_norms", "", None),  # with the stage tail (deps_dx) on cupy
+    "iter_start": ("ITER", "iter_start", "", None),
     "deps_dx_max": ("ITER", "deps_dx", "", None),
     "spin": ("other", "profiler (SpinTimer), not part of a time step", "", None),
 }

@@ -177,11 +177,14 @@ class Simulation:
                         res = poisson.potential(m, be, st.V, st.rho, self.eq.V_b, timer=tm,
                                                 state=getattr(self, "_iter", None),
                                                 V_start=self._iter_start(s, V_n, stage_V, dt),
-                                                jacobian=jacobian)
+                                                jacobian=jacobian, tail=True)
                     except poisson.ConvergenceError as exc:
                         raise self._fault(s, "ITER", f"Newton failed ({exc})") from None
-                    with tm.phase("deps_dx"):  # d eps/dx, A_eps and the finite check of V: one host read
-                        deps, A_eps, finite_V = schrodinger.deps_dx_max(m, be, res.eps, res.V)
+                    tail = res.tail  # formed with the last Newton norms (one host read; cupy: newton_norms_tail)
+                    if tail is None:
+                        with tm.phase("deps_dx"):  # d eps/dx, A_eps and the finite check of V: one host read
+                            tail = schrodinger.deps_dx_max(m, be, res.eps, res.V)
+                    deps, A_eps, finite_V = tail
                     if not finite_V:
                         raise self._fault(s, "ITER", "the potential V holds NaN or Inf")
                     self._iter = res
@@ -202,7 +205,8 @@ class Simulation:
 
     def _iter_start(self, s: int, V_n, stage_V: list, dt: float):
         """numerics.iter_start = extrapolate: the start of RK stage ``s``'s POTENTIAL Newton,
-        predicted from this step's stages and the last step's (docs/performance-iter-start.md).
+        predicted from this step's stages and the last step's (docs/performance-iter-start.md), by
+        poisson.iter_start (cupy: one launch; the last step's d_o formed once per step).
         With V taken affine in the BTE state u over a step, V' = dV/dt along the flow, and
         TVD-RK3's stages u^(1) = u^n + dt L(u^n), u^(2) = 3/4 u^n + 1/4 (u^(1) + dt L(u^(1))),
         u^(3) = 1/3 u^n + 2/3 (u^(2) + dt L(u^(2))):
@@ -218,21 +222,18 @@ class Simulation:
         (V^n is then the equilibrium: THERMEQUIL's, or a continuation source's at another bias)."""
         if self.cfg["numerics"]["iter_start"] == "previous" or self.state.step < 1:
             return None
+        return poisson.iter_start(self.model, self.backend, s, V_n, stage_V, self._last_step(), dt)
+
+    def _last_step(self):
+        """poisson.LastStep of the last step's V^n and V^(1) (self._V_last) and dt, one per step (its
+        d_o formed once), or None."""
         last = getattr(self, "_V_last", None)
-        if last is not None:
-            dt_o = self._last_dt
-            d_o = (last[1] - last[0]) / dt_o
-        if s == 0:
-            return None if last is None else V_n + dt * (2.0 * (V_n - last[0]) / dt_o - d_o)
-        V1 = stage_V[0]
-        if s == 1:
-            V = 0.5 * (V_n + V1)
-        else:
-            V = (2.0 / 3.0) * (V1 + stage_V[1]) - (1.0 / 3.0) * V_n
-        if last is not None:
-            V2nd = ((V1 - V_n) / dt - d_o) / dt_o
-            V = V + (dt * dt / (4.0 if s == 1 else 3.0)) * V2nd
-        return V
+        if last is None:
+            return None
+        kept = getattr(self, "_last_step_kept", None)
+        if kept is None or kept[0] is not last or kept[1] != self._last_dt:
+            kept = self._last_step_kept = (last, self._last_dt, poisson.LastStep(last[0], last[1], self._last_dt))
+        return kept[2]
 
     # ------------------------------------------------------------------ faults
     def _check_density(self, st: State, stage: int) -> None:

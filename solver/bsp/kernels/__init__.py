@@ -52,6 +52,9 @@ REFERENCE = {
     "newton_rhs": "solver.bsp.poisson.newton_rhs",
     "newton_norms": "solver.bsp.poisson.norms",
     "deps_dx": "solver.bsp.schrodinger.deps_dx_max",
+    "newton_norms_tail": "solver.bsp.poisson.norms_tail",  # newton_norms + deps_dx of the new iterate, one host read
+    "iter_start": "solver.bsp.poisson.iter_start",  # the prediction of a stage's POTENTIAL start
+    "linsys_rhs": "solver.bsp.poisson.linsys_rhs",  # construct_linsys's b alone (kept Jacobian)
 }
 PHASES = tuple(REFERENCE)
 FAST_ONLY = frozenset({"RK", "RK_wphi", "overlap"})  # fast paths that run only with numerics.bte_kernels: fast

@@ -14,8 +14,9 @@ phases stay on the array reference).
     eigen.py       + eigen.cu, eigen_nr.cu eigen (kernels eigenvalues / eigenvalues_nr, variant numerics.eigen;
                                            ipim, variant numerics.ipim)
     frechet.py     + frechet.cu            Frechet
-    newton.py      + newton.cu,            construct_linsys, solve_linsys (variant numerics.linsys),
-                     cyclic_reduction.cu   newton_rhs, newton_norms, deps_dx
+    newton.py      + newton.cu,            construct_linsys, linsys_rhs, solve_linsys (variant numerics.linsys),
+                     cyclic_reduction.cu   newton_rhs, newton_norms, deps_dx,
+                                           newton_norms_tail, iter_start
                      batched_inverse.cu    (batched_cr: numerics.linsys_graph, numerics.batched_blocks)
     _cublas.py     (cuBLAS via ctypes)     batched LU solve and GEMM inside newton.BatchedGraph's capture
     dense.py       (cuSOLVER)              the dense Newton system (numerics.linsys: dense, the baseline)
@@ -43,4 +44,7 @@ TABLE = {
     "newton_rhs": newton.newton_rhs,
     "newton_norms": newton.newton_norms,
     "deps_dx": newton.deps_dx_max,
+    "newton_norms_tail": newton.newton_norms_tail,
+    "iter_start": newton.iter_start,
+    "linsys_rhs": newton.linsys_rhs,
 }

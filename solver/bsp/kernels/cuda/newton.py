@@ -51,6 +51,7 @@ GJ_SMEM_MAX = 227 * 1024  # shared memory per thread block, opt-in (Hopper)
 GJ_FACTORS_MAX_RS = 10
 _SMEM_SET: set = set()  # gj_inverse builds whose max_dynamic_shared_size_bytes is raised
 OPTIONS = ("-std=c++14",)
+EXACT = OPTIONS + ("--fmad=false",)  # kernels that give the array code's bits (no a*b + c contraction)
 BLOCK = 256
 
 
@@ -64,6 +65,20 @@ def _static(model, sysm):
         cache[key] = (sysm, cp.asarray(bs.D0), cp.asarray(bs.lo0), cp.asarray(bs.up0),
                       cp.asarray(bs.dirichlet.astype(bool)))
     return cache[key][1:]
+
+
+def _device_bflat(model, bflat):
+    """bflat (NX NZ,) on the device.  A read-only host array (poisson._potential_boundary's, kept per
+    bias) is uploaded once and its device copy kept on the model by identity; anything else is
+    uploaded (or taken as it is) each call."""
+    if not isinstance(bflat, np.ndarray) or bflat.flags.writeable:
+        return f64(cp, bflat)
+    key = ("cuda.newton", "bflat")
+    cache = model.device_cache
+    hit = cache.get(key)
+    if hit is None or hit[0] is not bflat:
+        hit = cache[key] = (bflat, f64(cp, bflat))
+    return hit[1]
 
 
 def _dense(model) -> bool:
@@ -82,9 +97,24 @@ def construct_linsys(model, backend, sysm, F, rhs_int, bflat):
     up = cp.empty((NX, NZ))
     b = cp.empty((NX, NZ))
     _build.launch(_build.function("newton.cu", "construct_kernel", OPTIONS), D.size, BLOCK,
-                  (D0, lo0, up0, f64(cp, F), f64(cp, rhs_int), f64(cp, bflat), np.float64(sysm.cp_dz),
+                  (D0, lo0, up0, f64(cp, F), f64(cp, rhs_int), _device_bflat(model, bflat), np.float64(sysm.cp_dz),
                    np.int32(NX), np.int32(NZ), D, lo, up, b))
     return (D, lo, up), b
+
+
+def linsys_rhs(model, backend, sysm, F, rhs_int, bflat):
+    """poisson.linsys_rhs: b of construct_linsys alone by kernel construct_rhs (one thread per row,
+    construct_kernel's statements: the same bits), no block form written; the dense variant builds
+    its system."""
+    if _dense(model):
+        return construct_linsys(model, backend, sysm, F, rhs_int, bflat)[1]
+    NX, NZ = sysm.NX, sysm.NZ
+    D0 = _static(model, sysm)[0]
+    b = cp.empty((NX, NZ))
+    _build.launch(_build.function("newton.cu", "construct_rhs", OPTIONS), NX * NZ, BLOCK,
+                  (D0, f64(cp, F), f64(cp, rhs_int), _device_bflat(model, bflat), np.float64(sysm.cp_dz),
+                   np.int32(NX), np.int32(NZ), b))
+    return b
 
 
 def solve_linsys(model, backend, sysm, A, b, reuse=False):
@@ -412,9 +442,49 @@ def newton_norms(model, backend, V_new, V_old, N_new, N_old, x):
     ONE host read."""
     out = cp.empty(5)
     Vn = f64(cp, V_new)
+    i32, f8 = np.int32, np.float64
     _build.function("newton.cu", "newton_norms", OPTIONS)(
-        (1,), (1024,), (Vn, f64(cp, V_old), f64(cp, N_new), f64(cp, N_old), f64(cp, x), np.int32(Vn.size), out))
+        (1,), (1024,), (Vn, f64(cp, V_old), f64(cp, N_new), f64(cp, N_old), f64(cp, x), i32(Vn.size), out,
+                        i32(0), out, i32(0), i32(0), f8(0.0), f8(0.0), out))
     v = cp.asnumpy(out)
+    return _norms_dict(model, v), bool(v[4] != 0.0)
+
+
+def _norms_dict(model, v):
     w = math.sqrt(model.dx * model.dz)
     vals = [float(v[0]), w * math.sqrt(v[1]), float(v[2]), w * math.sqrt(v[3])]
-    return dict(zip(("dV_inf", "dV_l2", "dN_inf", "dN_l2"), vals)), bool(v[4] != 0.0)
+    return dict(zip(("dV_inf", "dV_l2", "dN_inf", "dN_l2"), vals))
+
+
+def newton_norms_tail(model, backend, V_new, V_old, N_new, N_old, x, eps):
+    """poisson.norms_tail: (norms, all(isfinite(x)), (d eps/dx, max |d eps/dx|, all(isfinite(V_new)))),
+    the Newton norms of newton_norms and the stage tail of deps_dx_max for the new iterate (eps its
+    levels), bit for bit those two, from ONE kernel and ONE host read."""
+    out = cp.empty(7)
+    Vn, e = f64(cp, V_new), f64(cp, eps)
+    d = cp.empty_like(e)
+    NX = e.shape[0]
+    i32, f8 = np.int32, np.float64
+    _build.function("newton.cu", "newton_norms", OPTIONS)(
+        (1,), (1024,), (Vn, f64(cp, V_old), f64(cp, N_new), f64(cp, N_old), f64(cp, x), i32(Vn.size), out,
+                        i32(1), e, i32(NX), i32(e.size // NX), f8(model.dx), f8(2.0 * model.dx), d))
+    v = cp.asnumpy(out)
+    return _norms_dict(model, v), bool(v[4] != 0.0), (d, float(v[5]), bool(v[6] != 0.0))
+
+
+def iter_start(model, backend, s, V_n, stage_V, last, dt):
+    """poisson.iter_start in ONE launch (kernel iter_start, --fmad=false: bit for bit the array
+    code); the last step's d_o formed inline (no array)."""
+    if s == 0 and last is None:
+        return None
+    Vn = f64(cp, V_n)
+    V1 = f64(cp, stage_V[0]) if s >= 1 else Vn
+    V2 = f64(cp, stage_V[1]) if s == 2 else Vn
+    L0, L1, dt_o = (f64(cp, last.V0), f64(cp, last.V1), float(last.dt_o)) if last is not None else (Vn, Vn, 1.0)
+    out = cp.empty_like(Vn)
+    c = dt * dt / (4.0 if s == 1 else 3.0)
+    f8 = np.float64
+    _build.launch(_build.function("newton.cu", "iter_start", EXACT), Vn.size, BLOCK,
+                  (Vn, V1, V2, L0, L1, np.int32(s), np.int32(last is not None), f8(dt), f8(dt_o), f8(c),
+                   f8(2.0 / 3.0), f8(1.0 / 3.0), np.int32(Vn.size), out))
+    return out
