@@ -22,7 +22,8 @@ STD=6x65x65x300x48; NZ129=6x65x129x300x48; FINE=6x129x129x600x96
 # bench TREE NAME ARGS...: python -m solver bsp bench in TREE, output in $L/NAME
 bench() {
   local tree=$1 name=$2; shift 2
-  ( cd "$tree" && NUMBA_CACHE_DIR=/tmp/numba_cache_$(basename "$tree") timeout 300 $PY -m solver bsp bench $CFG "$@" \
+  local commit=${SOLVER_SOURCE_COMMIT:-unknown}; [ -f "$tree/COMMIT" ] && commit=$(cat "$tree/COMMIT")
+  ( cd "$tree" && SOLVER_SOURCE_COMMIT=$commit NUMBA_CACHE_DIR=/tmp/numba_cache_$(basename "$tree") timeout 300 $PY -m solver bsp bench $CFG "$@" \
       --out "$L/$name" > "$L/$name.log" 2>&1 ) || echo "bench $name: exit $?"
 }
 row() { tail -n +2 "$L/$1/steps.csv" 2>/dev/null | cut -d, -f1-9 | sed "s/^/$1,/"; }
