@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# One device call of a session (issues #12-#14): same-call before/after bench of the changed code
+# against a base tree, then the correctness checks of the final code.  From the repository root:
+#   OUT=... BASE=_dev/base SOLVER_SOURCE_COMMIT=... bash tools/bsp/session_device.sh PART
+# PART: ab      base vs this tree, interleaved: cupy standard / 6x65x129 / fine (200 steps after 5),
+#               numba 16 threads standard (20 after 2; the first run of each tree fills its JIT cache)
+#       checks  every gpu test, the coarse 0.1 ps validation (cupy, defaults), two 10-step runs each of
+#               the coarse, 6x65x129 and standard meshes compared byte for byte
+#       bench   the bsp_bench cases of config/gpu.yaml (cupy, 200 after 5; numba 16/8/4/2/1 threads)
+#               and the authors' Newton on three meshes, for the same-call comparison
+# Logs and tables go to $OUT/<part>/ (packed as $OUT/<part>.tgz); a short table is printed last.
+set -u
+export PYTHONUNBUFFERED=1 MPLBACKEND=Agg
+PART=${1:?part: ab | checks | bench}
+OUT=${OUT:?set OUT}; BASE=${BASE:-_dev/base}; PY=python3
+L=/tmp/session_$PART; rm -rf "$L"; mkdir -p "$L"
+t0=$SECONDS; left() { echo $(( $1 - (SECONDS - t0) )); }
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > "$L/nvidia_smi.csv"
+echo "${SOLVER_SOURCE_COMMIT:-unknown}" > "$L/commit.txt"
+CFG=config/bsp/dgmosfet.yaml
+STD=6x65x65x300x48; NZ129=6x65x129x300x48; FINE=6x129x129x600x96
+# bench TREE NAME ARGS...: python -m solver bsp bench in TREE, output in $L/NAME
+bench() {
+  local tree=$1 name=$2; shift 2
+  local commit=${SOLVER_SOURCE_COMMIT:-unknown}; [ -f "$tree/COMMIT" ] && commit=$(cat "$tree/COMMIT")
+  ( cd "$tree" && SOLVER_SOURCE_COMMIT=$commit NUMBA_CACHE_DIR=/tmp/numba_cache_$(basename "$tree") timeout 300 $PY -m solver bsp bench $CFG "$@" \
+      --out "$L/$name" > "$L/$name.log" 2>&1 ) || echo "bench $name: exit $?"
+}
+row() { tail -n +2 "$L/$1/steps.csv" 2>/dev/null | cut -d, -f1-9 | sed "s/^/$1,/"; }
+case $PART in
+ab)
+  [ -d "$BASE" ] || { echo "no base tree $BASE"; exit 2; }
+  for r in 1 2; do
+    for t in base new; do
+      tree=.; [ $t = base ] && tree=$BASE
+      echo "== round $r $t cupy ($((SECONDS-t0)) s)"
+      bench $tree cupy_${t}_$r --case $STD:cupy:1:200:5 --case $NZ129:cupy:1:200:5 --case $FINE:cupy:1:200:5
+    done
+  done
+  for r in 1 2; do
+    for t in base new; do
+      tree=.; [ $t = base ] && tree=$BASE
+      echo "== round $r $t numba 16 ($((SECONDS-t0)) s)"
+      bench $tree numba16_${t}_$r --case $STD:numba:16:20:2
+    done
+  done
+  echo "== numba 1 thread new ($((SECONDS-t0)) s)"
+  bench . numba1_new --case $STD:numba:1:3:1
+  echo "part,mesh,backend,threads,steps,step_ms,bte_ms,dens_ms,iter_ms,newton_per_step" > "$L/summary.csv"
+  for d in "$L"/*/; do row "$(basename "$d")" >> "$L/summary.csv"; done
+  ;;
+checks)
+  echo "== gpu tests ($((SECONDS-t0)) s)"
+  timeout $(left 330) $PY -m pytest -m gpu -q -p no:cacheprovider tests > "$L/pytest_gpu.log" 2>&1; tail -3 "$L/pytest_gpu.log"
+  echo "== validation ($((SECONDS-t0)) s)"
+  timeout $(left 450) $PY -m solver run config/coarse.yaml --out /tmp/val --backend cupy --no-progress > "$L/validation_run.log" 2>&1
+  $PY -m solver bsp validate /tmp/val --csv "$L/validation_coarse.csv" > "$L/validate.log" 2>&1; tail -7 "$L/validate.log"
+  cp /tmp/val/run.json "$L/validation_run.json"; cp /tmp/val/scalars.csv "$L/validation_scalars.csv"
+  echo "== bitwise ($((SECONDS-t0)) s)"
+  SC="--set time.steps=10 --set time.t_end_ps=null --set output.checkpoint_every_steps=0 --no-progress --backend cupy"
+  for c in coarse:config/coarse.yaml standard:config/standard.yaml "nz129:config/standard.yaml --set mesh.NZ=129"; do
+    n=${c%%:*}; a=${c#*:}
+    for r in 1 2; do timeout 90 $PY -m solver run $a --out /tmp/rep_${n}_$r $SC > "$L/repeat_${n}_$r.log" 2>&1; done
+    for f in profiles.csv scalars.csv; do cmp /tmp/rep_${n}_1/$f /tmp/rep_${n}_2/$f && echo "$n $f identical"; done
+  done 2>&1 | tee "$L/bitwise.txt"
+  echo "== start-up of the standard mesh: imports and cProfile ($((SECONDS-t0)) s)"
+  SU="--set time.steps=1 --set time.t_end_ps=null --set output.checkpoint_every_steps=0 --no-progress --backend cupy"
+  for r in 1 2 3; do /usr/bin/time -f "%e s wall" $PY -m solver run config/standard.yaml --out /tmp/su_$r $SU > "$L/startup_$r.log" 2>&1; tail -1 "$L/startup_$r.log"; done
+  $PY -X importtime -m solver run config/standard.yaml --out /tmp/su_it $SU 2> "$L/importtime.txt" > /dev/null
+  sort -t'|' -k2 -n -r "$L/importtime.txt" | head -25 > "$L/importtime_top.txt"
+  $PY -m cProfile -s cumulative -m solver run config/standard.yaml --out /tmp/su_cp $SU 2>&1 | head -70 > "$L/cprofile_startup.txt"
+  ;;
+bench)
+  C=""
+  for m in 6x33x33x150x24 $STD 6x129x65x300x48 $NZ129 6x65x65x600x48 6x65x65x300x96 6x97x97x450x72 $FINE 6x33x257x150x24; do
+    C="$C --case $m:cupy:1:200:5"
+  done
+  echo "== cupy bench ($((SECONDS-t0)) s)"
+  bench . bench_cupy $C
+  echo "== numba bench ($((SECONDS-t0)) s)"
+  bench . bench_numba --case $STD:numba:16:20:2 --case $STD:numba:8:10:1 --case $STD:numba:4:5:1 \
+      --case $STD:numba:2:3:1 --case $STD:numba:1:3:1
+  echo "== the authors' Newton ($((SECONDS-t0)) s)"
+  bench . bench_cupy_authors_newton --set numerics.iter_start=previous --set numerics.iter_stop=change \
+      --set numerics.iter_jacobian=iteration --case $STD:cupy:1:200:5 --case $NZ129:cupy:1:100:5 --case $FINE:cupy:1:100:5
+  echo "part,mesh,backend,threads,steps,step_ms,bte_ms,dens_ms,iter_ms,newton_per_step" > "$L/summary.csv"
+  for d in bench_cupy bench_numba bench_cupy_authors_newton; do row $d >> "$L/summary.csv"; done
+  ;;
+*) echo "unknown part $PART"; exit 2 ;;
+esac
+echo "== done ($((SECONDS-t0)) s)"
+tar czf "$OUT/$PART.tgz" -C /tmp "$(basename "$L")"
+cp "$L/summary.csv" "$OUT/${PART}_summary.csv" 2>/dev/null
+column -s, -t < "$L/summary.csv" 2>/dev/null | cut -c1-150
