@@ -518,15 +518,13 @@ def _newton_loop(model, backend, problem, V, sysm, bvals, rho_fn, drho_fn, tol, 
             else:
                 F = frechet(model, backend, eps, chi, rho, drho_fn(eps, rho) if drho_fn else None)
             rhs_int = newton_rhs(model, backend, sysm, F, V, N, ND)
+        reuse = jac is not None  # the kept matrix (built from the same F) and its factorization
         with _phase(timer, "construct_linsys"):
-            if jac is not None:  # the kept matrix (built from the same F): b alone
+            if reuse:  # b alone
                 A, b = jac[1], linsys_rhs(model, backend, sysm, F, rhs_int, bflat)
             else:
                 A, b = construct_linsys(model, backend, sysm, F, rhs_int, bflat)
-        reuse = jac is not None
-        if reuse:  # the kept matrix and its factorization
-            A = jac[1]
-        elif keep:
+        if not reuse and keep:
             jac = (F, A)
         with _phase(timer, "solve_linsys"):
             try:
