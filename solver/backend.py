@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import platform
+import threading
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -118,7 +119,49 @@ def available_backends() -> list[str]:
 
 def default_backend_name() -> str:
     """``cupy`` when a GPU is present, else ``numpy`` (what the README's main command uses)."""
+    _wait_prewarm()
     return "cupy" if gpu_available() else "numpy"
+
+
+_prewarm: threading.Thread | None = None
+
+
+def _create_cuda_context() -> None:
+    """cuInit and the primary context of device 0 (the current device of every thread until one
+    is chosen) through the driver API by ctypes, which releases the GIL during each call: the
+    0.2-0.3 s they take then run beside the Python of the start-up (imports, configuration,
+    model).  CuPy's runtime later finds this primary context active and binds it (the runtime
+    uses the primary context; the one reference taken here is kept for the process's life).
+    Any failure (no driver, no device) leaves everything to get_backend, which reports it."""
+    try:
+        import ctypes
+
+        cuda = ctypes.CDLL("libcuda.so.1")
+        if cuda.cuInit(0) != 0:
+            return
+        dev, ctx = ctypes.c_int(), ctypes.c_void_p()
+        if cuda.cuDeviceGet(ctypes.byref(dev), 0) != 0:
+            return
+        cuda.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev)
+    except Exception:  # noqa: BLE001 - an optional head start only
+        pass
+
+
+def prewarm(name: str | None) -> None:
+    """Start-up (docs/performance-startup.md section 3): for the backends 'cupy' and 'auto', start
+    creating the CUDA context in a background thread now, as soon as a command knows its
+    backend; get_backend waits for it.  Nothing for the other backends (nothing imported, no
+    thread).  Once per process."""
+    global _prewarm
+    if name not in ("cupy", "auto") or _prewarm is not None:
+        return
+    _prewarm = threading.Thread(target=_create_cuda_context, name="cuda-context", daemon=True)
+    _prewarm.start()
+
+
+def _wait_prewarm() -> None:
+    if _prewarm is not None:
+        _prewarm.join()  # releases the GIL while the driver works
 
 
 def get_backend(name: str = "numpy", threads: int | None = None) -> Backend:
@@ -142,6 +185,7 @@ def get_backend(name: str = "numpy", threads: int | None = None) -> Backend:
         import cupy
     except ImportError as exc:
         raise BackendUnavailable("backend 'cupy' needs CuPy (pip install cupy-cuda12x or cupy-cuda13x)") from exc
+    _wait_prewarm()
     if not gpu_available():
         raise BackendUnavailable("backend 'cupy': CuPy is installed but no CUDA device is visible")
     return Backend("cupy", cupy, threads=1)

@@ -279,8 +279,12 @@ def _bench(args) -> int:
 
 
 def _bench_case(args) -> int:
+    from solver.backend import prewarm
+
     launched = args.launched_at if args.launched_at is not None else time.time()
-    rec = run_case(args.config, args.overrides, Case.parse(args.case), launched)
+    case = Case.parse(args.case)
+    prewarm(case.backend)  # the CUDA context in a background thread while the run's modules load
+    rec = run_case(args.config, args.overrides, case, launched)
     print(json.dumps(rec, default=str))
     return 0
 

@@ -69,12 +69,16 @@ def _show_config(args) -> int:
 
 
 def _run(args) -> int:
+    from solver.backend import prewarm
+
+    prewarm(args.backend)  # cupy: the CUDA context in a background thread while the modules load
     from solver.bsp.model import load
 
     from solver.io import check_out_dir
 
     cfg = load(args.config, _overrides(args))  # a bad value stops here, before any numerics
     check_out_dir(args.out)
+    prewarm(cfg["numerics"]["backend"])  # (no --backend: the configuration's)
     from solver.bsp.simulation import Simulation
 
     sim = Simulation(cfg, out_dir=args.out, progress=False if args.no_progress else None)  # checks memory

@@ -17,8 +17,13 @@ sign (the first component with |chi| > 1e-3 max|chi| is positive), so every back
 """
 from __future__ import annotations
 
+import functools
+import importlib.machinery
+import importlib.util
+import os
+import sys
+
 import numpy as np
-from scipy.linalg.lapack import dstebz as _stebz, dstein as _stein
 
 from solver.backend import array_module
 from solver.bsp import constants as K
@@ -59,8 +64,39 @@ def fix_sign(vecs: np.ndarray, axis: int = -1) -> np.ndarray:
     return np.moveaxis(v * s, -1, axis)
 
 
+@functools.cache
+def lapack() -> tuple:
+    """(dstebz, dstein): SciPy's LAPACK wrappers, the functions ``scipy.linalg.lapack`` exports, loaded
+    at the first call.  Start-up (docs/performance-startup.md section 3): importing
+    ``scipy.linalg`` costs 0.2 s (VM) to 0.3 s (H200), nearly all of it outside LAPACK: its
+    ``scipy._lib._array_api`` runs ``hasattr`` over every name of NumPy, which imports numpy.f2py,
+    numpy.testing and charset_normalizer.  So the Fortran wrapper module ``scipy.linalg._flapack``
+    (an extension module that needs NumPy only) is loaded by its file, without the package
+    ``scipy.linalg``, and removed from sys.modules again so that a later ``import scipy.linalg``
+    proceeds as usual (it receives the same function objects: test).  Where that fails (another
+    SciPy layout), the plain import."""
+    name = "scipy.linalg._flapack"
+    try:
+        if name in sys.modules:  # scipy.linalg is (being) imported anyway
+            raise ImportError
+        spec = importlib.util.find_spec("scipy")  # a top-level spec: scipy itself is not imported
+        folder = os.path.join(os.path.dirname(spec.origin), "linalg")
+        path = next(p for p in (os.path.join(folder, "_flapack" + s) for s in importlib.machinery.EXTENSION_SUFFIXES)
+                    if os.path.isfile(p))
+        loader = importlib.machinery.ExtensionFileLoader(name, path)
+        mod = importlib.util.module_from_spec(importlib.util.spec_from_file_location(name, path, loader=loader))
+        loader.exec_module(mod)  # nothing for single-phase init; runs a multi-phase one
+        sys.modules.pop(name, None)  # an extension of single-phase init enters itself there
+        return mod.dstebz, mod.dstein
+    except Exception:  # noqa: BLE001 - any other layout: the documented import
+        from scipy.linalg.lapack import dstebz, dstein
+
+        return dstebz, dstein
+
+
 def eigen_host(model, V: np.ndarray, n: int | None = None):
     """LAPACK tridiagonal eigenpairs on the host: (eps (NX, 3, n), chi (NX, 3, n, NZ)), NumPy arrays."""
+    _stebz, _stein = lapack()
     V = np.asarray(V, dtype=float)
     n = model.N_sbn if n is None else n
     NX, NZ = V.shape
