@@ -155,7 +155,9 @@ def prewarm(name: str | None) -> None:
     global _prewarm
     if name not in ("cupy", "auto") or _prewarm is not None:
         return
-    _prewarm = threading.Thread(target=_create_cuda_context, name="cuda-context", daemon=True)
+    # not a daemon: a command that stops early (a bad value) waits for it at exit instead of
+    # finalizing the interpreter under a thread inside the driver
+    _prewarm = threading.Thread(target=_create_cuda_context, name="cuda-context", daemon=False)
     _prewarm.start()
 
 

@@ -51,9 +51,91 @@ def test_the_full_help_still_imports_every_subcommand():
     assert "scipy" in _imported(_help(["bsp", "--help"]))
 
 
-def test_simulation_imports_no_plotting_hdf5_or_other_backend():
-    assert not {"matplotlib", "h5py", "numba", "cupy"} & set(_imported("import solver.bsp.simulation")), \
-        "matplotlib, h5py, numba and CuPy belong inside the functions that use them"
+def test_simulation_imports_nothing_heavy():
+    # scipy: schrodinger loads its LAPACK wrappers at the first eigen_host, poisson scipy.sparse in the
+    # reference linear solve; pandas, h5py, matplotlib where tables and files are written
+    assert _imported("import solver.bsp.simulation") == [], \
+        "SciPy, pandas, matplotlib, h5py, jsonschema, numba and CuPy belong inside the functions that use them"
+
+
+FIRST_STEP = """
+import sys
+from solver.bsp import simulation
+def first_step(self):
+    print('first step:' + ','.join(m for m in {heavy!r} if m in sys.modules), flush=True)
+    raise SystemExit(0)
+simulation.Simulation.step = first_step
+from solver.cli import main
+main({argv!r})
+"""
+
+
+def _imported_at_first_step(argv: list[str], heavy) -> list[str]:
+    """The modules of ``heavy`` imported when ``python -m solver ARGV`` reaches its first time step."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+               OMP_NUM_THREADS="1")
+    r = subprocess.run([sys.executable, "-c", FIRST_STEP.format(heavy=tuple(heavy), argv=argv)], capture_output=True,
+                       text=True, env=env, cwd=ROOT, timeout=300)
+    lines = [ln for ln in r.stdout.splitlines() if ln.startswith("first step:")]
+    assert r.returncode == 0 and lines, r.stdout + r.stderr
+    return [m for m in lines[-1].removeprefix("first step:").split(",") if m]
+
+
+def test_bench_case_reaches_its_first_step_without_tables_files_or_plots():
+    # what bench's startup_s times (the numpy path needs scipy.sparse for its SuperLU solves)
+    heavy = ("pandas", "matplotlib", "h5py", "numba", "cupy", "scipy.sparse")
+    assert _imported_at_first_step(["bsp", "bench-case", "3x9x9x12x8:numpy:1:1:0"], heavy) == ["scipy.sparse"]
+
+
+def test_lapack_wrappers_are_scipys_without_scipy_linalg():
+    code = ("import sys\nfrom solver.bsp import schrodinger\nf = schrodinger.lapack()\n"
+            "assert 'scipy.linalg' not in sys.modules and 'scipy.linalg._flapack' not in sys.modules, sorted(sys.modules)\n"
+            "import scipy.linalg.lapack as L\nassert f == (L.dstebz, L.dstein) and f[0] is L.dstebz and f[1] is L.dstein\n"
+            "print('imported:')")
+    assert _imported(code) == ["scipy"]  # (scipy imported by the check itself)
+    # scipy.linalg already imported: the plain import, the same functions
+    code = ("import scipy.linalg.lapack as L\nfrom solver.bsp import schrodinger\n"
+            "assert schrodinger.lapack() == (L.dstebz, L.dstein)\nprint('imported:')")
+    assert _imported(code) == ["scipy"]
+
+
+FAKE_DRIVER = r"""
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+static void note(const char *s, int v) { FILE *f = fopen(getenv("FAKE_CUDA_LOG"), "a"); fprintf(f, "%s %d\n", s, v); fclose(f); }
+int cuInit(unsigned flags) {
+    /* returns only once the main thread has run Python meanwhile (it writes FAKE_CUDA_GO): the GIL is free */
+    for (int i = 0; i < 2000; i++) { if (access(getenv("FAKE_CUDA_GO"), F_OK) == 0) { note("cuInit", flags); return 0; } usleep(5000); }
+    note("cuInit timed out", flags); return 3;
+}
+int cuDeviceGet(int *dev, int ordinal) { *dev = 7; note("cuDeviceGet", ordinal); return 0; }
+int cuDevicePrimaryCtxRetain(void **ctx, int dev) { *ctx = (void *)1; note("cuDevicePrimaryCtxRetain", dev); return 0; }
+"""
+
+
+def test_prewarm_creates_the_cuda_context_beside_python(tmp_path):
+    """backend.prewarm: cuInit, cuDeviceGet(0) and the primary context of that device, in a thread that
+    leaves the GIL to the main thread (a stand-in libcuda.so.1 whose cuInit returns only after the
+    main thread has run); get_backend waits for it; other backends start nothing."""
+    import shutil
+
+    cc = shutil.which("gcc") or shutil.which("cc")
+    assert cc, "needs a C compiler"
+    src = tmp_path / "fake_cuda.c"
+    src.write_text(FAKE_DRIVER)
+    subprocess.run([cc, "-shared", "-fPIC", "-o", str(tmp_path / "libcuda.so.1"), str(src)], check=True)
+    log, go = tmp_path / "log.txt", tmp_path / "go"
+    code = (f"import sys, threading\nfrom solver import backend\nbackend.prewarm('numpy')\n"
+            f"assert backend._prewarm is None and threading.active_count() == 1\n"
+            f"backend.prewarm('cupy')\nbackend.prewarm('cupy')\nassert threading.active_count() == 2\n"
+            f"open({str(go)!r}, 'w').close()\nbackend._wait_prewarm()\n"
+            f"assert not backend._prewarm.is_alive()\nprint('imported:' + ','.join(m for m in ('cupy',) if m in sys.modules))")
+    env = dict(os.environ, PYTHONPATH=str(ROOT), LD_LIBRARY_PATH=str(tmp_path), FAKE_CUDA_LOG=str(log),
+               FAKE_CUDA_GO=str(go))
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
+    assert r.returncode == 0 and r.stdout.strip().splitlines()[-1] == "imported:", r.stdout + r.stderr
+    assert log.read_text().splitlines() == ["cuInit 0", "cuDeviceGet 0", "cuDevicePrimaryCtxRetain 7"]
 
 
 def test_command_words():
