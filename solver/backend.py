@@ -148,7 +148,7 @@ def _create_cuda_context() -> None:
 
 
 def prewarm(name: str | None) -> None:
-    """Start-up (docs/performance-startup.md section 3): for the backends 'cupy' and 'auto', start
+    """Start-up (docs/performance-startup.md, round 2): for the backends 'cupy' and 'auto', start
     creating the CUDA context in a background thread now, as soon as a command knows its
     backend; get_backend waits for it.  Nothing for the other backends (nothing imported, no
     thread).  Once per process."""

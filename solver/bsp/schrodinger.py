@@ -67,7 +67,7 @@ def fix_sign(vecs: np.ndarray, axis: int = -1) -> np.ndarray:
 @functools.cache
 def lapack() -> tuple:
     """(dstebz, dstein): SciPy's LAPACK wrappers, the functions ``scipy.linalg.lapack`` exports, loaded
-    at the first call.  Start-up (docs/performance-startup.md section 3): importing
+    at the first call.  Start-up (docs/performance-startup.md, round 2): importing
     ``scipy.linalg`` costs 0.2 s (VM) to 0.3 s (H200), nearly all of it outside LAPACK: its
     ``scipy._lib._array_api`` runs ``hasattr`` over every name of NumPy, which imports numpy.f2py,
     numpy.testing and charset_normalizer.  So the Fortran wrapper module ``scipy.linalg._flapack``
