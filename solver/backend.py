@@ -150,10 +150,14 @@ def _create_cuda_context() -> None:
 def prewarm(name: str | None) -> None:
     """Start-up (docs/performance-startup.md, round 2): for the backends 'cupy' and 'auto', start
     creating the CUDA context in a background thread now, as soon as a command knows its
-    backend; get_backend waits for it.  Nothing for the other backends (nothing imported, no
-    thread).  Once per process."""
+    backend; get_backend waits for it.  Nothing for the other backends or without CuPy installed
+    (nothing imported, no thread).  Once per process."""
     global _prewarm
     if name not in ("cupy", "auto") or _prewarm is not None:
+        return
+    import importlib.util
+
+    if importlib.util.find_spec("cupy") is None:  # no CuPy: 'auto' runs numpy, 'cupy' fails; no context
         return
     # not a daemon: a command that stops early (a bad value) waits for it at exit instead of
     # finalizing the interpreter under a thread inside the driver

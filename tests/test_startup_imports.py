@@ -126,16 +126,26 @@ def test_prewarm_creates_the_cuda_context_beside_python(tmp_path):
     src.write_text(FAKE_DRIVER)
     subprocess.run([cc, "-shared", "-fPIC", "-o", str(tmp_path / "libcuda.so.1"), str(src)], check=True)
     log, go = tmp_path / "log.txt", tmp_path / "go"
+    (tmp_path / "site" / "cupy").mkdir(parents=True)  # prewarm starts only where CuPy is installed
+    (tmp_path / "site" / "cupy" / "__init__.py").write_text("raise ImportError('stand-in: not to be imported')\n")
     code = (f"import sys, threading\nfrom solver import backend\nbackend.prewarm('numpy')\n"
             f"assert backend._prewarm is None and threading.active_count() == 1\n"
             f"backend.prewarm('cupy')\nbackend.prewarm('cupy')\nassert threading.active_count() == 2\n"
             f"open({str(go)!r}, 'w').close()\nbackend._wait_prewarm()\n"
             f"assert not backend._prewarm.is_alive()\nprint('imported:' + ','.join(m for m in ('cupy',) if m in sys.modules))")
-    env = dict(os.environ, PYTHONPATH=str(ROOT), LD_LIBRARY_PATH=str(tmp_path), FAKE_CUDA_LOG=str(log),
-               FAKE_CUDA_GO=str(go))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(tmp_path / "site")]),
+               LD_LIBRARY_PATH=str(tmp_path), FAKE_CUDA_LOG=str(log), FAKE_CUDA_GO=str(go))
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
     assert r.returncode == 0 and r.stdout.strip().splitlines()[-1] == "imported:", r.stdout + r.stderr
     assert log.read_text().splitlines() == ["cuInit 0", "cuDeviceGet 0", "cuDevicePrimaryCtxRetain 7"]
+    # without CuPy installed: no thread, no driver call
+    log.unlink()
+    env["PYTHONPATH"] = str(ROOT)
+    code = ("import threading\nfrom solver import backend\nbackend.prewarm('cupy')\nbackend.prewarm('auto')\n"
+            "assert backend._prewarm is None and threading.active_count() == 1\nprint('imported:')")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
+    assert r.returncode == 0 and r.stdout.strip().splitlines()[-1] == "imported:", r.stdout + r.stderr
+    assert not log.exists()
 
 
 def test_command_words():
