@@ -111,7 +111,9 @@ def test_stage_update_is_w_phi_plus_rk_update(bte_cases, rng):
 
 @pytest.mark.parametrize("mesh, shared, scat", [(dict(NX=9, NS=2, NW=13, NPHI=8), None, True),  # one chunk per plane
                                                 (dict(NX=9, NS=1, NW=11, NPHI=6), 8 * 7 * 6 + 4 * 6 + 4 * 8 * (7 + 12 + 24), False),
-                                                (dict(NX=9, NS=1, NW=30, NPHI=48), None, True)])  # 15 + 15 rows
+                                                (dict(NX=9, NS=1, NW=30, NPHI=48), None, True),  # 15 + 15 rows
+                                                # NPHI < 6: angles 1, 2 are copied to both ends of the padded phi rows
+                                                (dict(NX=9, NS=1, NW=9, NPHI=4), None, True)])
 def test_emulated_stage_update_matches_reference(emulated_cuda, bte_cases, rng, monkeypatch, mesh, shared, scat):
     """bsp_wphi_rk (rows in chunks with halos, the bottom face of two columns of one block, the top
     face, a last chunk shorter than the others) equals the separate fast kernels (WENO_w, the phi
