@@ -26,7 +26,7 @@ from solver.bsp.kernels.cuda import _build, weno
 
 SOURCE = "rk.cu"
 OPTIONS = ("--fmad=false",)  # the FMAs are written out (fma()): the host build computes the same bits
-BLOCK = 256
+BLOCK = 256  # threads per block; bsp_wphi_rk is compiled with __launch_bounds__(256, 6) (weno.cu)
 TILE = 1536  # values per block: LINES = TILE // NPHI whole phi lines (12 KB of shared memory)
 RHO_BLOCK = 128
 # shared memory budget of one block of bsp_wphi_rk (sets its rows per block): 32 KB ran 6-7 % faster
