@@ -106,7 +106,9 @@ static dim3_ blockDim;
 #define __device__
 #define __forceinline__ inline
 #define __shared__ static
-#define __launch_bounds__(x)
+#define __launch_bounds__(...)
+#define __constant__ static
+struct double2 { double x, y; };
 #define __restrict__
 static std::barrier<>* g_bar;
 struct WarpX { std::barrier<>* bar; double dv[32]; int iv[32]; unsigned uv[32]; };

@@ -110,8 +110,10 @@ def test_stage_update_is_w_phi_plus_rk_update(bte_cases, rng):
 
 
 @pytest.mark.parametrize("mesh, shared, scat", [(dict(NX=9, NS=2, NW=13, NPHI=8), None, True),  # one chunk per plane
-                                                (dict(NX=9, NS=1, NW=11, NPHI=6), 8 * (7 * 6 + 4 * (7 + 24)), False),
-                                                (dict(NX=9, NS=1, NW=30, NPHI=48), None, True)])  # 15 + 15 rows
+                                                (dict(NX=9, NS=1, NW=11, NPHI=6), 8 * 7 * 6 + 4 * 6 + 4 * 8 * (7 + 12 + 24), False),
+                                                (dict(NX=9, NS=1, NW=30, NPHI=48), None, True),  # 15 + 15 rows
+                                                # NPHI < 6: angles 1, 2 are copied to both ends of the padded phi rows
+                                                (dict(NX=9, NS=1, NW=9, NPHI=4), None, True)])
 def test_emulated_stage_update_matches_reference(emulated_cuda, bte_cases, rng, monkeypatch, mesh, shared, scat):
     """bsp_wphi_rk (rows in chunks with halos, the bottom face of two columns of one block, the top
     face, a last chunk shorter than the others) equals the separate fast kernels (WENO_w, the phi
@@ -142,15 +144,16 @@ def test_emulated_stage_update_matches_reference(emulated_cuda, bte_cases, rng, 
 
 
 def test_rows_per_block(emulated_cuda):
-    """Energy rows of bsp_wphi_rk: the most that fit SHARED (32 KB) of shared memory, spread evenly
-    over the chunks of a plane; 0 (the separate kernels) where not one row fits."""
+    """Energy rows of bsp_wphi_rk: the most that fit SHARED (36 KB) of shared memory, spread evenly
+    over the chunks of a plane; 0 (the separate kernels) where not one row fits or NPHI < 3."""
     rows = emulated_cuda.rk.rows_per_block
-    assert emulated_cuda.rk.SHARED == 32 * 1024
-    assert rows(300, 48) == 15  # at most 15 rows: 20 chunks
+    assert emulated_cuda.rk.SHARED == 36 * 1024
+    assert rows(300, 48) == 16  # at most 16 rows: 19 chunks (the last 12)
     assert rows(600, 96) == 7  # at most 7: 86 chunks of 7 (the last 5)
-    assert rows(150, 24) == 30  # at most 32: 5 chunks
+    assert rows(150, 24) == 30  # at most 33: 5 chunks
     assert rows(10, 48) == 10
     assert rows(300, 2000) == 0
+    assert rows(40, 2) == 0
 
 
 # ---------------------------------------------------------------------------- GPU

@@ -26,12 +26,13 @@ from solver.bsp.kernels.cuda import _build, weno
 
 SOURCE = "rk.cu"
 OPTIONS = ("--fmad=false",)  # the FMAs are written out (fma()): the host build computes the same bits
-BLOCK = 256
+BLOCK = 256  # threads per block; bsp_wphi_rk is compiled with __launch_bounds__(256, 6) (weno.cu)
 TILE = 1536  # values per block: LINES = TILE // NPHI whole phi lines (12 KB of shared memory)
 RHO_BLOCK = 128
 # shared memory budget of one block of bsp_wphi_rk (sets its rows per block): 32 KB ran 6-7 % faster
-# than 48 KB (more blocks per SM) on the H200, standard and fine mesh (docs/performance-bte-kernels.md §7)
-SHARED = 32 * 1024
+# than 48 KB (more blocks per SM) on the H200, standard and fine mesh (docs/performance-bte-kernels.md §7);
+# 36 KB (round 7, §11) still fits 6 blocks per SM (6 x (36 + 1) KB <= 228 KB) and holds 16 rows at NPHI = 48
+SHARED = 36 * 1024
 
 
 def rk_update(model, backend, s, Phi0, Phi, G, Lc, terms, dt):
@@ -75,9 +76,11 @@ def _rho(model, PhiHat, rho, NPHI, lines):
 
 def rows_per_block(NW, NPHI):
     """Energy rows per block of bsp_wphi_rk: the most that fit SHARED (see weno.cu), spread evenly
-    over the chunks of a plane; 0 if not even one row fits."""
-    per_row = 8 * ((NPHI | 1) + 4 * NPHI)
-    most = (SHARED - 8 * 7 * NPHI) // per_row
+    over the chunks of a plane; 0 if not even one row fits or NPHI < 3 (the periodic padding)."""
+    if NPHI < 3:
+        return 0
+    per_row = 8 * ((NPHI | 1) + 2 * NPHI + 2 * (NPHI + 6))  # ph, gw, gpm (double2, padded), fw
+    most = (SHARED - 8 * 7 * NPHI - 4 * NPHI) // per_row  # the 6 halo rows of gw, the extra fw row, lw
     if most < 1:
         return 0
     nchunk = -(-NW // most)

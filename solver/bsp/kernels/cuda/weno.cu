@@ -14,6 +14,10 @@
 extern "C" {
 
 #if BSP_WENO_FAST
+/* 0.1, 0.6, 0.3 and 1/12 from constant memory: a constant-bank operand costs no instruction, the
+   literals (not encodable as 32-bit immediates) cost two uniform moves per use.  The same values. */
+__constant__ double bsp_wk[4] = {0.1, 0.6, 0.3, 1.0 / 12.0};
+
 /* F(a, b, c, d) of weno._correction with one division:
    w_k = n_k / s, n0 = 0.1 q1 q2, n1 = 0.6 q0 q2, n2 = 0.3 q0 q1, s = n0 + n1 + n2;
    F = w0/3 (bc - ab) + (w2 - 1/2)/6 (cd - bc) = [2 n0 (bc - ab) + (n2 - s/2)(cd - bc)] / (6 s).
@@ -30,9 +34,9 @@ __device__ __forceinline__ double weno_corr(double a, double b, double c, double
     double is1 = fma(13.0 * bc, bc, fma(3.0 * t1, t1, eps));
     double is2 = fma(13.0 * cd, cd, fma(3.0 * t2, t2, eps));
     double q0 = is0 * is0, q1 = is1 * is1, q2 = is2 * is2;
-    double n0 = 0.1 * (q1 * q2);
-    double n1 = 0.6 * (q0 * q2);
-    double n2 = 0.3 * (q0 * q1);
+    double n0 = bsp_wk[0] * (q1 * q2);
+    double n1 = bsp_wk[1] * (q0 * q2);
+    double n2 = bsp_wk[2] * (q0 * q1);
     double s = (n0 + n1) + n2;
     double num = fma(2.0 * n0, bc - ab, fma(-0.5, s, n2) * (cd - bc));
     return num / (6.0 * s);
@@ -43,7 +47,7 @@ __device__ __forceinline__ double weno_face(double g0, double g1, double g2, dou
                                             double g5, int left, double eps)
 {
     double Dm2 = g1 - g0, Dm1 = g2 - g1, D0 = g3 - g2, Dp1 = g4 - g3, Dp2 = g5 - g4;
-    double h = fma(7.0, g2 + g3, -(g1 + g4)) * (1.0 / 12.0);
+    double h = fma(7.0, g2 + g3, -(g1 + g4)) * bsp_wk[3];
     double a = left ? Dm2 : Dp2;
     double b = left ? Dm1 : Dp1;
     double d = left ? Dp1 : Dm1;
@@ -336,16 +340,24 @@ __global__ void bsp_weno_dphi_tile(const double* Phi, const double* a3f, const d
    (H = G - Lc Phi - (x + w + phi terms), the terms formed exactly as bsp_weno_dw and
    bsp_weno_dphi_tile form them, so the result equals the unfused path bit for bit) and
    PhiHat = dphi sum_m Phi^{s+1} in the order m = 0 .. NPHI-1 (rows padded to an odd length).
-   Shared memory: 8 (LROWS (NPHI_|1) + (LROWS + 6) NPHI_ + 3 LROWS NPHI_ + NPHI_) B: at most rk.SHARED
-   (LROWS from rk.rows_per_block), under the 48 KB of static shared memory.  from_scal = 1 (the
-   replayed CUDA graph of bte_graph.py): alpha = scal[0] and dt = scal[1] instead of the arguments. */
+   Layout (round 7, docs/performance-bte-kernels.md §11; the same operations on the same values as
+   round 3, so the same bits): g+ and g- of a node side by side (double2: one 16-byte shared load
+   per stencil point for both halves) in rows of NPHI_ + 6 that repeat the 3 periodic neighbours at
+   each end (no index wrap per face); the upwind side of each w column once per block (lw); 32-bit
+   offsets from per-block base pointers.  Needs NPHI_ >= 3.
+   Shared memory: 8 (LROWS (NPHI_|1) + (LROWS + 6) NPHI_ + 2 LROWS (NPHI_ + 6) + (LROWS + 1) NPHI_)
+   + 4 NPHI_ B: at most rk.SHARED (LROWS from rk.rows_per_block), under the 48 KB of static shared
+   memory.  from_scal = 1 (the replayed CUDA graph of bte_graph.py): alpha = scal[0] and dt =
+   scal[1] instead of the arguments. */
 #define ROWP (NPHI_ | 1)
-__global__ void bsp_wphi_rk(const double* Phi, const double* Phi0, const double* G, const double* Lc,
-                            const double* tx, const double* a1, const double* a3f, const double* deps,
-                            double* out, double* PhiHat, int NS, int NW, int nchunk, int scat,
-                            int has0, double alpha, double eps, double inv_w, double inv_phi,
-                            double dt, double c, double c0, double dphi, const double* scal,
-                            int from_scal)
+#define ROWG (NPHI_ + 6)
+__global__ void __launch_bounds__(256, 6)
+bsp_wphi_rk(const double* Phi, const double* Phi0, const double* G, const double* Lc,
+            const double* tx, const double* a1, const double* a3f, const double* deps,
+            double* out, double* PhiHat, int NS, int NW, int nchunk, int scat,
+            int has0, double alpha, double eps, double inv_w, double inv_phi,
+            double dt, double c, double c0, double dphi, const double* scal,
+            int from_scal)
 {
     if (from_scal) {  /* numerics.bte_graph: alpha and dt of this stage from device memory */
         alpha = scal[0];
@@ -353,84 +365,98 @@ __global__ void bsp_wphi_rk(const double* Phi, const double* Phi0, const double*
     }
     __shared__ double ph[LROWS * ROWP];         /* Phi of rows l0 .. l0+nr-1, then Phi^{s+1} */
     __shared__ double gw[(LROWS + 6) * NPHI_];  /* a2 Phi of rows l0-3 .. l0+nr+2, then the phi faces */
-    __shared__ double gp[LROWS * NPHI_];        /* phi split: ((a3 + alpha) Phi) / 2 */
-    __shared__ double gm[LROWS * NPHI_];        /*            ((a3 - alpha) Phi) / 2 */
+    __shared__ double2 gpm[LROWS * ROWG];       /* phi split ((a3 + alpha) Phi / 2, (a3 - alpha) Phi / 2);
+                                                   position k of a row = angle k - 3 (periodic) */
     __shared__ double fw[(LROWS + 1) * NPHI_];  /* w faces l0-1/2 .. l0+nr-1/2 */
-    long long ipv = blockIdx.x / nchunk;
-    int l0 = (int)(blockIdx.x - ipv * nchunk) * LROWS;
+    __shared__ int lw[NPHI_];                   /* w column m left-biased (a2 > 0) */
+    int b = (int)blockIdx.x;
+    int ipv = b / nchunk;
+    int l0 = (b - ipv * nchunk) * LROWS;
     int nr = NW - l0 < LROWS ? NW - l0 : LROWS;
-    int nu = (int)((ipv / NS) % 3);
+    int nu = (ipv / NS) % 3;
     double d = deps[ipv];
     double md = -d;
-    const double* Pl = Phi + ipv * NW * NPHI_;
+    const double* Pl = Phi + (long long)ipv * NW * NPHI_;
     const double* a1n = a1 + (long long)nu * NW * NPHI_;
     const double* a3n = a3f + ((long long)nu * NW + l0) * NPHI_;
+    for (int m = threadIdx.x; m < NPHI_; m += blockDim.x) lw[m] = (a1n[m] * md) > 0.0;
     int ng = (nr + 6) * NPHI_;
+    int o0 = (l0 - 3) * NPHI_;  /* plane offset of row l0 - 3 */
+    int top = NW * NPHI_;
+    int nn = nr * NPHI_;
+    const double* Po = Pl + o0;              /* Po[t], a1o[t]: node t of rows l0-3 .. (in the plane) */
+    const double* a1o = a1n + o0;
+    const double* a3o = a3n - 3 * NPHI_;     /* a3o[t]: the chunk's rows */
     for (int t = threadIdx.x; t < ng; t += blockDim.x) {
-        int r = t / NPHI_;
-        int m = t - r * NPHI_;
-        int k = l0 - 3 + r;
+        int o = o0 + t;
         double g;
-        if (k < 0) {
-            int j = -k - 1;
+        if (o < 0) {  /* ghost row -k-1 <- row j = -k-1 at the partner angle (l0 = 0 only) */
+            int r = t / NPHI_;
+            int m = t - r * NPHI_;
+            int j = 2 - r;
             g = (a1n[j * NPHI_ + m] * md) * Pl[j * NPHI_ + (m + NPHI_ / 2) % NPHI_];
+        } else if (o >= top) {  /* above NW - 1: the last row */
+            int kk = top - NPHI_ + t % NPHI_;
+            g = (a1n[kk] * md) * Pl[kk];
         } else {
-            int kk = k > NW - 1 ? NW - 1 : k;
-            double x = Pl[kk * NPHI_ + m];
-            g = (a1n[kk * NPHI_ + m] * md) * x;
-            int j = r - 3;
-            if (j >= 0 && j < nr) {
-                double a = a3n[j * NPHI_ + m] * d;
+            double x = Po[t];
+            g = (a1o[t] * md) * x;
+            int u = t - 3 * NPHI_;  /* j NPHI_ + m of the chunk's rows */
+            if (u >= 0 && u < nn) {
+                int j = u / NPHI_;
+                int m = u - j * NPHI_;
+                double a = a3o[t] * d;
                 ph[j * ROWP + m] = x;
-                gp[j * NPHI_ + m] = ((a + alpha) * x) * 0.5;
-                gm[j * NPHI_ + m] = ((a - alpha) * x) * 0.5;
+                double2 v;
+                v.x = ((a + alpha) * x) * 0.5;
+                v.y = ((a - alpha) * x) * 0.5;
+                int e = j * ROWG + m + 3;
+                gpm[e] = v;
+                if (m < 3) gpm[e + NPHI_] = v;
+                if (m >= NPHI_ - 3) gpm[e - NPHI_] = v;
             }
         }
         gw[t] = g;
     }
     __syncthreads();
-    int nf = (nr + 1) * NPHI_;
+    int nf = nn + NPHI_;
     for (int t = threadIdx.x; t < nf; t += blockDim.x) {
         int f = t / NPHI_;
         int m = t - f * NPHI_;
         const double* g = gw + t;  /* rows f .. f+5 of column m: g_{l-3} .. g_{l+2}, l = l0 + f */
-        int left = (a1n[m] * md) > 0.0;
-        double h = weno_face(g[0], g[NPHI_], g[2 * NPHI_], g[3 * NPHI_], g[4 * NPHI_], g[5 * NPHI_], left, eps);
+        double h = weno_face(g[0], g[NPHI_], g[2 * NPHI_], g[3 * NPHI_], g[4 * NPHI_], g[5 * NPHI_], lw[m], eps);
         fw[t] = l0 + f == NW ? 0.0 : h;
     }
     __syncthreads();
-    int n = nr * NPHI_;
-    for (int t = threadIdx.x; t < n; t += blockDim.x) {
+    for (int t = threadIdx.x; t < nn; t += blockDim.x) {
         int j = t / NPHI_;
         int m = t - j * NPHI_;
-        const double* p = gp + j * NPHI_;
-        const double* q = gm + j * NPHI_;
-        int i[6];
-        for (int r = 0; r < 6; ++r) {
-            int mm = m - 3 + r;
-            i[r] = mm < 0 ? mm + NPHI_ : (mm >= NPHI_ ? mm - NPHI_ : mm);
-        }
-        gw[t] = weno_face(p[i[0]], p[i[1]], p[i[2]], p[i[3]], p[i[4]], p[i[5]], 1, eps)
-              + weno_face(q[i[0]], q[i[1]], q[i[2]], q[i[3]], q[i[4]], q[i[5]], 0, eps);
+        const double2* r = gpm + j * ROWG + m;  /* angles m-3 .. m+2 */
+        double2 v0 = r[0], v1 = r[1], v2 = r[2], v3 = r[3], v4 = r[4], v5 = r[5];
+        gw[t] = weno_face(v0.x, v1.x, v2.x, v3.x, v4.x, v5.x, 1, eps)
+              + weno_face(v0.y, v1.y, v2.y, v3.y, v4.y, v5.y, 0, eps);
     }
     __syncthreads();
     const double* fc = gw;
-    long long hat0 = ipv * NW + l0;
-    for (int t = threadIdx.x; t < n; t += blockDim.x) {
+    long long hat0 = (long long)ipv * NW + l0;
+    long long q0 = hat0 * NPHI_;
+    const double* txb = tx + q0;
+    const double* P0b = Phi0 + q0;
+    double* ob = out + q0;
+    for (int t = threadIdx.x; t < nn; t += blockDim.x) {
         int j = t / NPHI_;
         int m = t - j * NPHI_;
         double fp = fw[t];
         if (l0 + j == 0) fp = 0.5 * (fp - fw[(m + NPHI_ / 2) % NPHI_]);
         double tw = (fw[t + NPHI_] - fp) * inv_w;
-        int next = m + 1 == NPHI_ ? j * NPHI_ : t + 1;
+        int next = m + 1 == NPHI_ ? t + 1 - NPHI_ : t + 1;
         double tp = (fc[next] - fc[t]) * inv_phi;
-        long long q = (hat0 + j) * NPHI_ + m;
         double x = ph[j * ROWP + m];
-        double h = -((tx[q] + tw) + tp);
+        double h = -((txb[t] + tw) + tp);
         if (scat) h = fma(-Lc[hat0 + j], x, h + G[hat0 + j]);
         double v = fma(dt, h, x);
-        if (has0) v = fma(c0, Phi0[q], c * v);
-        out[q] = v;
+        if (has0) v = fma(c0, P0b[t], c * v);
+        ob[t] = v;
         ph[j * ROWP + m] = v;
     }
     __syncthreads();
@@ -441,6 +467,7 @@ __global__ void bsp_wphi_rk(const double* Phi, const double* Phi0, const double*
         PhiHat[hat0 + j] = acc * dphi;
     }
 }
+#undef ROWG
 #undef ROWP
 #endif
 
