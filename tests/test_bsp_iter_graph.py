@@ -159,6 +159,8 @@ def test_emulated_iter_graph_run(emulated_cuda, fake_graph_capture, monkeypatch)
     state to the density kernel's rounding (<= 1e-12), the same Newton counts, every kept-Jacobian
     stage through one 'stage' replay, two captures at most (stage, iteration)."""
     eager = _EagerGraph(emulated_cuda.iter_graph, monkeypatch)
+    monkeypatch.setattr(emulated_cuda.cupy, "multiply", np.multiply, raising=False)
+    assert emulated_cuda.iter_graph.IterGraph.DENSITY == "blas"  # the default: cuBLAS stood in by np.matmul
     names = ("eigen", "Frechet", "construct_linsys", "solve_linsys", "newton_rhs", "newton_norms", "newton_norms_tail",
              "deps_dx", "iter_start", "linsys_rhs", "newton_iteration")
     calls = []
@@ -189,30 +191,45 @@ def test_emulated_iter_graph_run(emulated_cuda, fake_graph_capture, monkeypatch)
 # ---------------------------------------------------------------------------- GPU
 @pytest.mark.gpu
 def test_cuda_iter_density_against_einsum(cupy_backend):
-    """The density kernel against CuPy's einsum (cuBLAS): equal to 1e-15 relative; the test prints
-    whether they are the same bits (the graph's results equal the launched path's bit for bit only then)."""
+    """The graph's two densities against CuPy's einsum (cuBLAS): density_blas (the einsum's DGEMM
+    through _cublas, on a stream of its own) the same bits; the kernel iter_density equal to 1e-15
+    relative (the test prints whether bitwise)."""
     import cupy as cp
-    from solver.bsp.kernels.cuda import iter_graph
+    from solver.bsp.kernels.cuda import _cublas, iter_graph
     rng = np.random.default_rng(5)
-    for NX, NS, NZ in ((65, 6, 65), (65, 6, 129), (129, 6, 129)):
+    stream = cp.cuda.Stream(non_blocking=True)
+    blas = _cublas.Blas(stream)
+    for NX, NS, NZ in ((65, 6, 65), (65, 6, 129), (129, 6, 129), (17, 3, 17)):
         rho = cp.asarray(rng.uniform(0.0, 1.0, (NX, 3, NS)))
         chi = cp.asarray(rng.standard_normal((NX, 3, NS, NZ)))
+        ref = cp.asnumpy(poisson.density(cp, rho, chi))
         a = cp.asnumpy(iter_graph.density(rho, chi))
-        b = cp.asnumpy(poisson.density(cp, rho, chi))
-        print(f"iter_density vs einsum {NX}x{NS}x{NZ}: bitwise {np.array_equal(a, b)}, max rel {rel(a, b):.3e}, "
-              f"differing {int(np.sum(a != b))} of {a.size}")
-        assert rel(a, b) <= 1e-15
+        cp.cuda.get_current_stream().synchronize()
+        with stream:
+            out = cp.empty((NX, NZ))
+            iter_graph.density_blas(blas, rho, chi, cp.empty_like(chi), out)
+            stream.synchronize()
+        b = cp.asnumpy(out)
+        print(f"density {NX}x{NS}x{NZ}: kernel bitwise {np.array_equal(a, ref)} (max rel {rel(a, ref):.3e}, "
+              f"{int(np.sum(a != ref))} of {a.size} differ); blas bitwise {np.array_equal(b, ref)} "
+              f"(max rel {rel(b, ref):.3e})")
+        assert rel(a, ref) <= 1e-15
+        assert np.array_equal(b, ref)
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("density", ["blas", "kernel"])
 @pytest.mark.parametrize("mesh", [("mesh.NX=17", "mesh.NZ=17", "mesh.NW=40", "mesh.NPHI=12"),
                                   ("mesh.NX=65", "mesh.NZ=65", "mesh.NW=24", "mesh.NPHI=8")])
-def test_gpu_run_iter_graph_against_launched(cupy_backend, mesh):
+def test_gpu_run_iter_graph_against_launched(cupy_backend, mesh, density, monkeypatch):
     """12 cupy steps (the kept Jacobian across steps, afresh at step 11) with numerics.iter_graph true
     and false: the same Newton counts, the states equal to 1e-10 relative (the density kernel's rounding
     against the einsum's; the test prints whether bitwise), every kept-Jacobian stage through one
-    'stage' replay (counted), two runs with the graph bitwise equal."""
+    'stage' replay (counted), two runs with the graph bitwise equal.  density "blas" (the default):
+    bitwise the run without the graph."""
+    from solver.bsp.kernels.cuda import iter_graph
     from solver.bsp.simulation import Simulation
+    monkeypatch.setattr(iter_graph.IterGraph, "DENSITY", density)
     runs = {}
     for name in ("false", "true", "true2"):
         cfg = load(None, ["mesh.N_sbn=3", *mesh, "output.progress=false", "numerics.backend=cupy",
@@ -224,16 +241,19 @@ def test_gpu_run_iter_graph_against_launched(cupy_backend, mesh):
         runs[name] = ({k: cupy_backend.to_numpy(getattr(st, k)) for k in ("Phi", "V", "eps", "rho", "deps_dx")},
                       (st.newton_iterations, st.t), None if g is None else dict(g.replays), set(sim.timer.totals))
     a, b, c = runs["false"], runs["true"], runs["true2"]
+    bitwise = all(np.array_equal(a[0][k], b[0][k]) for k in a[0])
+    print(f"iter_graph true vs false {mesh} density {density}: bitwise {bitwise}, "
+          + ", ".join(f"{k} {rel(b[0][k], a[0][k]):.2e}" for k in a[0]) + f"; replays {b[2]}; Newton, t {a[1]} {b[1]}")
     assert a[2] is None and b[2] is not None
     # 36 stages; steps 2-12 start from a prediction (33, less those with a fresh Jacobian: step 11's first,
     # and each step's first after a step of more than KEEP_MAX_NEWTON iterations); step 1's stages 2-3
     # from the last stage's eigenpairs ("iteration" replays)
     assert 22 <= b[2]["stage"] <= 32 and b[2]["iteration"] >= 2, b[2]
-    assert a[1] == b[1]
-    bitwise = all(np.array_equal(a[0][k], b[0][k]) for k in a[0])
-    print(f"iter_graph true vs false {mesh}: bitwise {bitwise}, "
-          + ", ".join(f"{k} {rel(b[0][k], a[0][k]):.2e}" for k in a[0]) + f"; replays {b[2]}")
+    assert a[1][0] == b[1][0] and abs(a[1][1] - b[1][1]) <= 1e-12 * a[1][1]  # Newton count; t (dt from A_eps)
     for k in a[0]:
         assert rel(b[0][k], a[0][k]) <= 1e-10, k
         assert np.array_equal(b[0][k], c[0][k]), k  # run to run
     assert "step/ITER" in b[3]
+    assert b[1] == c[1]
+    if density == "blas":
+        assert bitwise and a[1] == b[1]

@@ -12,7 +12,9 @@ if [ "$PART" = all ]; then
   echo "== gpu tests ($SECONDS s)"
   timeout 150 $PY -m pytest -m gpu -q -s -p no:cacheprovider tests/test_bsp_iter_graph.py \
     "tests/test_bsp_kernels.py::test_gpu_run_iter_glue_changes_no_bit" > "$L/pytest_gpu.log" 2>&1
-  grep -E "iter_density|iter_graph true|passed|failed|Error" "$L/pytest_gpu.log" | tail -12
+  grep -E "^density|iter_graph true|passed|failed|Error" "$L/pytest_gpu.log" | tail -16
+  echo "== probe ($SECONDS s)"
+  for m in $STD $NZ129; do timeout 60 $PY tools/bsp/iter_graph_probe.py $m 30 > "$L/probe_$m.log" 2>&1; cat "$L/probe_$m.log" | tail -12; done
 fi
 echo "== A/B ($SECONDS s)"
 for r in $(seq 1 "$ROUNDS"); do

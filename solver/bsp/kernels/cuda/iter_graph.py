@@ -16,10 +16,12 @@ one that iteration is ~19 CuPy launches and one host read, host-bound (the GPU w
 
 The host then copies the graph's output block (V, N, eps, d eps/dx, chi: one allocation, one copy;
 the results are views of it) and waits for the stream once: the one host read of the iteration.
-The density is kernel iter_density (iter_graph.cu) instead of CuPy's einsum, a cuBLAS call that CuPy
-refuses during a capture: the same sum to rounding (gpu test: the bits against the einsum).  Every
-other kernel and argument is the launched path's, so the iteration gives the launched path's values
-up to that rounding.
+The density: CuPy's einsum is a cuBLAS call, which CuPy refuses during a capture; ``IterGraph.DENSITY``
+"blas" (default) makes the same contraction, chi^2 then matmul (NX, 1, K) @ (NX, K, NZ), by one
+strided-batched DGEMM through _cublas.Blas (bound to the capture stream), "kernel" by kernel
+iter_density (iter_graph.cu: the same sum to rounding).  Every other kernel and argument is the
+launched path's, so the iteration gives the launched path's values, bit for bit where the density
+does (gpu test test_cuda_iter_density_against_einsum says whether it does).
 
 Fixed buffers, from a private memory pool (nothing else allocates from it; the capture allocates
 nothing: checked): the iterate V, N, eps (the levels of the start for ``stage``), rho, F, bflat, N_D
@@ -43,7 +45,7 @@ import cupy as cp
 
 from solver.bsp import constants as K
 from solver.bsp.kernels import batched_blocks, eigen_variant, f64, ipim_variant, linsys_graph, linsys_variant
-from solver.bsp.kernels.cuda import _build
+from solver.bsp.kernels.cuda import _build, _cublas
 from solver.bsp.kernels.cuda import eigen as _eigen
 from solver.bsp.kernels.cuda import newton as _newton
 
@@ -79,6 +81,18 @@ def density(rho, chi, out=None):
     return out
 
 
+def density_blas(blas, rho, chi, chi2, out):
+    """poisson.density inside a capture: chi^2 into ``chi2`` (CuPy's multiply, out=), then the
+    contraction that CuPy's einsum makes of it, matmul (NX, 1, K) @ (NX, K, NZ), by one strided-batched
+    DGEMM through ``blas`` (_cublas.Blas), into ``out`` (NX, NZ), then times 2 in place."""
+    NX, NV, NS, NZ = chi.shape
+    k = NV * NS
+    cp.multiply(chi, chi, out=chi2)
+    blas.matmul(rho.reshape(NX, 1, k), chi2.reshape(NX, k, NZ), out=out.reshape(NX, 1, NZ))
+    cp.multiply(out, 2.0, out=out)
+    return out
+
+
 def newton_iteration(model, backend, sysm, jac, V, N, eps, rho, bflat, levels=None):
     """poisson.newton_iteration from a CUDA graph (``IterGraph``), or None where it cannot run."""
     if not usable(model) or (N is None and levels is None):
@@ -100,7 +114,11 @@ def _run_launches(fn, *args):
 
 class IterGraph:
     """The fixed buffers and the two graphs (``stage``, ``iteration``) of one Newton system (see the
-    module's text).  ``replays``: replays per kind; ``captures``: graphs captured."""
+    module's text).  ``replays``: replays per kind; ``captures``: graphs captured.  ``DENSITY``: how
+    the graph forms the density, "blas" (density_blas: the DGEMM of CuPy's einsum through _cublas) or
+    "kernel" (kernel iter_density)."""
+
+    DENSITY = "blas"
 
     def __init__(self, model, sysm, bg):
         NX, NZ, NS = sysm.NX, sysm.NZ, model.N_sbn
@@ -111,6 +129,8 @@ class IterGraph:
         self.eig = _eigen._static(model, n)  # kd, ko, V_c, pivmin
         self.ipim = ipim_variant(model)
         self._pool, self._stream = self._device()
+        self.density = self.DENSITY
+        self.blas = _cublas.Blas(self._stream) if self.density == "blas" else None
         P, E = NX * NZ, NX * K.N_VALLEYS * NS
         C = E * NZ
         with cp.cuda.using_allocator(self._pool.malloc):
@@ -120,6 +140,7 @@ class IterGraph:
             self.F, self.bflat, self.rhs = f(NX - 2, n, n), f(P), f(NX - 2, n)
             self.eps_p, self.chi_p = f(NX, K.N_VALLEYS, NS), f(NX, K.N_VALLEYS, NS, NZ)
             self.Dg, self.its = f(NX, K.N_VALLEYS, n), cp.empty((NX, K.N_VALLEYS, NS), dtype=cp.int32)
+            self.chi2 = f(NX, K.N_VALLEYS, NS, NZ)
             self.out = f(2 * P + 2 * E + C + 7)
         self.sizes = (P, P, E, E, C)  # V, N, eps, d, chi in the output block, then the 7 norms
         o = self._views(self.out)
@@ -157,19 +178,18 @@ class IterGraph:
         cp.cuda.get_current_stream().synchronize()
 
     def _capture(self, prologue):
-        """Run the launches once on the current stream (compiles; the results of this call), then
-        capture them on the side stream."""
-        cur = cp.cuda.get_current_stream()
-        with cp.cuda.using_allocator(self._pool.malloc):
-            _run_launches(self._launches, prologue)
-            cur.synchronize()
+        """Run the launches once on the side stream (compiles, cuBLAS's set-up; the results of this
+        call), then capture them there."""
+        cp.cuda.get_current_stream().synchronize()  # the inputs were copied in on the caller's stream
+        with cp.cuda.using_allocator(self._pool.malloc), self._stream:
+            _run_launches(self._launches, prologue)  # on the side stream, where cuBLAS runs
+            self._stream.synchronize()
             used = self._pool.used_bytes()
-            with self._stream:
-                self._stream.begin_capture()
-                try:
-                    _run_launches(self._launches, prologue)
-                finally:
-                    graph = self._stream.end_capture()
+            self._stream.begin_capture()
+            try:
+                _run_launches(self._launches, prologue)
+            finally:
+                graph = self._stream.end_capture()
         if self._pool.used_bytes() != used:
             raise RuntimeError("iter_graph: the capture allocated device memory")
         self.captures += 1
@@ -204,12 +224,18 @@ class IterGraph:
         _build.launch(_eigen._function("ipim_" + self.ipim, n, self.ipim, NS, _eigen.BLOCK), nt, _eigen.BLOCK,
                       (eps, self.Dg, ko, f8(pivmin), f8(1.0 / math.sqrt(self._dz)), i32(NX), i32(NZ), i32(NS), chi))
 
+    def _density(self, chi, out):
+        if self.blas is not None:
+            density_blas(self.blas, self.rho, chi, self.chi2, out)
+        else:
+            density(self.rho, chi, out)
+
     def _launches(self, prologue):
         NX, NZ, NS = self.shape
         i32, f8 = np.int32, np.float64
         if prologue:  # the start's eigenpairs (from the last stage's levels in self.eps) and density
             self._eigen(self.V, self.eps, self.eps_p, self.chi_p)
-            density(self.rho, self.chi_p, self.N)
+            self._density(self.chi_p, self.N)
             levels = self.eps_p
         else:
             levels = self.eps
@@ -221,7 +247,7 @@ class IterGraph:
         x = self.bg._solver.resolve(lo, up, b, self.bg.dirm)
         self._put(self.o_V, x.reshape(NX, NZ))
         self._eigen(self.o_V, levels, self.o_eps, self.o_chi)
-        density(self.rho, self.o_chi, self.o_N)
+        self._density(self.o_chi, self.o_N)
         e = self.o_eps
         _build.function("newton.cu", "newton_norms", _newton.OPTIONS)(
             (1,), (1024,), (self.o_V, self.V, self.o_N, self.N, self.o_V, i32(self.o_V.size), self.o_nrm,
