@@ -159,8 +159,6 @@ def test_emulated_iter_graph_run(emulated_cuda, fake_graph_capture, monkeypatch)
     state to the density kernel's rounding (<= 1e-12), the same Newton counts, every kept-Jacobian
     stage through one 'stage' replay, two captures at most (stage, iteration)."""
     eager = _EagerGraph(emulated_cuda.iter_graph, monkeypatch)
-    monkeypatch.setattr(emulated_cuda.cupy, "multiply", np.multiply, raising=False)
-    assert emulated_cuda.iter_graph.IterGraph.DENSITY == "blas"  # the default: cuBLAS stood in by np.matmul
     names = ("eigen", "Frechet", "construct_linsys", "solve_linsys", "newton_rhs", "newton_norms", "newton_norms_tail",
              "deps_dx", "iter_start", "linsys_rhs", "newton_iteration")
     calls = []
@@ -191,45 +189,31 @@ def test_emulated_iter_graph_run(emulated_cuda, fake_graph_capture, monkeypatch)
 # ---------------------------------------------------------------------------- GPU
 @pytest.mark.gpu
 def test_cuda_iter_density_against_einsum(cupy_backend):
-    """The graph's two densities against CuPy's einsum (cuBLAS): density_blas (the einsum's DGEMM
-    through _cublas, on a stream of its own) the same bits; the kernel iter_density equal to 1e-15
-    relative (the test prints whether bitwise)."""
+    """The graph's density kernel against CuPy's einsum (cuBLAS): equal to 1e-15 relative (H200: not the
+    same bits, 2.6e-16 at most; the test prints it)."""
     import cupy as cp
-    from solver.bsp.kernels.cuda import _cublas, iter_graph
+    from solver.bsp.kernels.cuda import iter_graph
     rng = np.random.default_rng(5)
-    stream = cp.cuda.Stream(non_blocking=True)
-    blas = _cublas.Blas(stream)
     for NX, NS, NZ in ((65, 6, 65), (65, 6, 129), (129, 6, 129), (17, 3, 17)):
         rho = cp.asarray(rng.uniform(0.0, 1.0, (NX, 3, NS)))
         chi = cp.asarray(rng.standard_normal((NX, 3, NS, NZ)))
         ref = cp.asnumpy(poisson.density(cp, rho, chi))
         a = cp.asnumpy(iter_graph.density(rho, chi))
-        cp.cuda.get_current_stream().synchronize()
-        with stream:
-            out = cp.empty((NX, NZ))
-            iter_graph.density_blas(blas, rho, chi, cp.empty_like(chi), out)
-            stream.synchronize()
-        b = cp.asnumpy(out)
         print(f"density {NX}x{NS}x{NZ}: kernel bitwise {np.array_equal(a, ref)} (max rel {rel(a, ref):.3e}, "
-              f"{int(np.sum(a != ref))} of {a.size} differ); blas bitwise {np.array_equal(b, ref)} "
-              f"(max rel {rel(b, ref):.3e})")
+              f"{int(np.sum(a != ref))} of {a.size} differ)")
         assert rel(a, ref) <= 1e-15
-        assert np.array_equal(b, ref)
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("density", ["blas", "kernel"])
 @pytest.mark.parametrize("mesh", [("mesh.NX=17", "mesh.NZ=17", "mesh.NW=40", "mesh.NPHI=12"),
                                   ("mesh.NX=65", "mesh.NZ=65", "mesh.NW=24", "mesh.NPHI=8")])
-def test_gpu_run_iter_graph_against_launched(cupy_backend, mesh, density, monkeypatch):
+def test_gpu_run_iter_graph_against_launched(cupy_backend, mesh):
     """12 cupy steps (the kept Jacobian across steps, afresh at step 11) with numerics.iter_graph true
     and false: the same Newton counts, the states equal to 1e-10 relative (the density kernel's rounding
     against the einsum's; the test prints whether bitwise), every kept-Jacobian stage through one
-    'stage' replay (counted), two runs with the graph bitwise equal.  density "blas" (the default):
-    bitwise the run without the graph."""
-    from solver.bsp.kernels.cuda import iter_graph
+    'stage' replay (counted), two runs with the graph bitwise equal.  (H200, 2026-11-27: not bitwise,
+    states within 2e-13, deps_dx within 2e-12 relative.)"""
     from solver.bsp.simulation import Simulation
-    monkeypatch.setattr(iter_graph.IterGraph, "DENSITY", density)
     runs = {}
     for name in ("false", "true", "true2"):
         cfg = load(None, ["mesh.N_sbn=3", *mesh, "output.progress=false", "numerics.backend=cupy",
@@ -242,7 +226,7 @@ def test_gpu_run_iter_graph_against_launched(cupy_backend, mesh, density, monkey
                       (st.newton_iterations, st.t), None if g is None else dict(g.replays), set(sim.timer.totals))
     a, b, c = runs["false"], runs["true"], runs["true2"]
     bitwise = all(np.array_equal(a[0][k], b[0][k]) for k in a[0])
-    print(f"iter_graph true vs false {mesh} density {density}: bitwise {bitwise}, "
+    print(f"iter_graph true vs false {mesh}: bitwise {bitwise}, "
           + ", ".join(f"{k} {rel(b[0][k], a[0][k]):.2e}" for k in a[0]) + f"; replays {b[2]}; Newton, t {a[1]} {b[1]}")
     assert a[2] is None and b[2] is not None
     # 36 stages; steps 2-12 start from a prediction (33, less those with a fresh Jacobian: step 11's first,
@@ -255,5 +239,3 @@ def test_gpu_run_iter_graph_against_launched(cupy_backend, mesh, density, monkey
         assert np.array_equal(b[0][k], c[0][k]), k  # run to run
     assert "step/ITER" in b[3]
     assert b[1] == c[1]
-    if density == "blas":
-        assert bitwise and a[1] == b[1]

@@ -14,7 +14,26 @@ if [ "$PART" = all ]; then
     "tests/test_bsp_kernels.py::test_gpu_run_iter_glue_changes_no_bit" > "$L/pytest_gpu.log" 2>&1
   grep -E "^density|iter_graph true|passed|failed|Error" "$L/pytest_gpu.log" | tail -16
   echo "== probe ($SECONDS s)"
-  for m in $STD $NZ129; do timeout 60 $PY tools/bsp/iter_graph_probe.py $m 30 > "$L/probe_$m.log" 2>&1; cat "$L/probe_$m.log" | tail -12; done
+  for m in $STD $NZ129; do PYTHONPATH=. timeout 60 $PY tools/bsp/iter_graph_probe.py $m 30 > "$L/probe_$m.log" 2>&1; tail -14 "$L/probe_$m.log"; done
+  echo "== ncu: the graph's kernels, steps 3-4 of the standard mesh ($SECONDS s)"
+  K='regex:^(eigenvalues_nr|ipim_a|iter_density|newton_rhs|construct_rhs|bcr_rhs|bcr_backsub|newton_norms|iter_start)$'
+  PYTHONPATH=. timeout 120 ncu --kernel-name "$K" --launch-skip 150 --launch-count 120 --metrics gpu__time_duration.sum --csv \
+    $PY tools/bsp/iter_graph_probe.py $STD 5 --no-timing > "$L/ncu_std.csv" 2> "$L/ncu_std.err"
+  $PY - "$L/ncu_std.csv" <<'PYEOF'
+import csv, sys, collections
+rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 10]
+if not rows:
+    print("ncu: no rows"); sys.exit()
+h = rows[0]; ki, vi = h.index("Kernel Name"), h.index("Metric Value")
+unit = rows[1][h.index("Metric Unit")] if "Metric Unit" in h else "?"
+scale = {"nsecond": 1e3, "usecond": 1.0, "msecond": 1e-3}.get(unit, 1.0)
+d = collections.defaultdict(list)
+for r in rows[1:]:
+    try: d[r[ki].split("(")[0]].append(float(r[vi].replace(",", "")))
+    except ValueError: pass
+for k, v in sorted(d.items(), key=lambda kv: -sum(kv[1])):
+    v.sort(); print(f"  {k}: n {len(v)}, median {v[len(v)//2]/scale:.1f} us, total {sum(v)/scale:.1f} us ({unit})")
+PYEOF
 fi
 echo "== A/B ($SECONDS s)"
 for r in $(seq 1 "$ROUNDS"); do

@@ -1,6 +1,7 @@
 """numerics.iter_graph on the device: the GPU time of one replay of the stage graph (CUDA events, 50
 replays after 10 steps of the mesh) and ITER's host-side time per stage from the run's timer, so that
-the ITER per step splits into GPU work and the rest.  python tools/bsp/iter_graph_probe.py MESH [STEPS]"""
+the ITER per step splits into GPU work and the rest.
+PYTHONPATH=. python tools/bsp/iter_graph_probe.py MESH [STEPS] [--no-timing]  (--no-timing: the run only, for ncu)"""
 import sys
 import time
 
@@ -14,6 +15,7 @@ from solver.bsp.simulation import Simulation
 
 mesh = sys.argv[1]
 steps = int(sys.argv[2]) if len(sys.argv) > 2 else 30
+timing = "--no-timing" not in sys.argv
 ns, nx, nz, nw, nphi = mesh.split("x")
 be = get_backend("cupy")
 cfg = load("config/bsp/dgmosfet.yaml", [f"mesh.N_sbn={ns}", f"mesh.NX={nx}", f"mesh.NZ={nz}", f"mesh.NW={nw}",
@@ -29,7 +31,7 @@ for k in sorted(tot):
         print(f"  {k}: {1e3 * tot[k] / steps:.3f} ms per step (mean)")
 for kind in ("stage", "iteration"):
     graph = g.graphs.get(kind)
-    if graph is None:
+    if graph is None or not timing:
         continue
     ev = [cp.cuda.Event() for _ in range(2)]
     t = []

@@ -16,12 +16,13 @@ one that iteration is ~19 CuPy launches and one host read, host-bound (the GPU w
 
 The host then copies the graph's output block (V, N, eps, d eps/dx, chi: one allocation, one copy;
 the results are views of it) and waits for the stream once: the one host read of the iteration.
-The density: CuPy's einsum is a cuBLAS call, which CuPy refuses during a capture; ``IterGraph.DENSITY``
-"blas" (default) makes the same contraction, chi^2 then matmul (NX, 1, K) @ (NX, K, NZ), by one
-strided-batched DGEMM through _cublas.Blas (bound to the capture stream), "kernel" by kernel
-iter_density (iter_graph.cu: the same sum to rounding).  Every other kernel and argument is the
-launched path's, so the iteration gives the launched path's values, bit for bit where the density
-does (gpu test test_cuda_iter_density_against_einsum says whether it does).
+The density: CuPy's einsum is a cuBLAS call, which CuPy refuses during a capture; the graph forms it
+by kernel iter_density (iter_graph.cu), the same sum to rounding but not the same bits (H200: 2.6e-16
+relative at most, about half the entries differ in the last bit; the einsum's DGEMM called through
+_cublas.Blas differs from it likewise: measured and withdrawn, docs/performance-iter-graph.md).  Every
+other kernel and argument is the launched path's, so the iteration gives the launched path's values
+to that rounding: a run with the graph equals one without it to ~1e-13 (Newton counts equal), and is
+bitwise repeatable.
 
 Fixed buffers, from a private memory pool (nothing else allocates from it; the capture allocates
 nothing: checked): the iterate V, N, eps (the levels of the start for ``stage``), rho, F, bflat, N_D
@@ -45,7 +46,7 @@ import cupy as cp
 
 from solver.bsp import constants as K
 from solver.bsp.kernels import batched_blocks, eigen_variant, f64, ipim_variant, linsys_graph, linsys_variant
-from solver.bsp.kernels.cuda import _build, _cublas
+from solver.bsp.kernels.cuda import _build
 from solver.bsp.kernels.cuda import eigen as _eigen
 from solver.bsp.kernels.cuda import newton as _newton
 
@@ -81,18 +82,6 @@ def density(rho, chi, out=None):
     return out
 
 
-def density_blas(blas, rho, chi, chi2, out):
-    """poisson.density inside a capture: chi^2 into ``chi2`` (CuPy's multiply, out=), then the
-    contraction that CuPy's einsum makes of it, matmul (NX, 1, K) @ (NX, K, NZ), by one strided-batched
-    DGEMM through ``blas`` (_cublas.Blas), into ``out`` (NX, NZ), then times 2 in place."""
-    NX, NV, NS, NZ = chi.shape
-    k = NV * NS
-    cp.multiply(chi, chi, out=chi2)
-    blas.matmul(rho.reshape(NX, 1, k), chi2.reshape(NX, k, NZ), out=out.reshape(NX, 1, NZ))
-    cp.multiply(out, 2.0, out=out)
-    return out
-
-
 def newton_iteration(model, backend, sysm, jac, V, N, eps, rho, bflat, levels=None):
     """poisson.newton_iteration from a CUDA graph (``IterGraph``), or None where it cannot run."""
     if not usable(model) or (N is None and levels is None):
@@ -114,11 +103,7 @@ def _run_launches(fn, *args):
 
 class IterGraph:
     """The fixed buffers and the two graphs (``stage``, ``iteration``) of one Newton system (see the
-    module's text).  ``replays``: replays per kind; ``captures``: graphs captured.  ``DENSITY``: how
-    the graph forms the density, "blas" (density_blas: the DGEMM of CuPy's einsum through _cublas) or
-    "kernel" (kernel iter_density)."""
-
-    DENSITY = "blas"
+    module's text).  ``replays``: replays per kind; ``captures``: graphs captured."""
 
     def __init__(self, model, sysm, bg):
         NX, NZ, NS = sysm.NX, sysm.NZ, model.N_sbn
@@ -129,8 +114,6 @@ class IterGraph:
         self.eig = _eigen._static(model, n)  # kd, ko, V_c, pivmin
         self.ipim = ipim_variant(model)
         self._pool, self._stream = self._device()
-        self.density = self.DENSITY
-        self.blas = _cublas.Blas(self._stream) if self.density == "blas" else None
         P, E = NX * NZ, NX * K.N_VALLEYS * NS
         C = E * NZ
         with cp.cuda.using_allocator(self._pool.malloc):
@@ -140,7 +123,6 @@ class IterGraph:
             self.F, self.bflat, self.rhs = f(NX - 2, n, n), f(P), f(NX - 2, n)
             self.eps_p, self.chi_p = f(NX, K.N_VALLEYS, NS), f(NX, K.N_VALLEYS, NS, NZ)
             self.Dg, self.its = f(NX, K.N_VALLEYS, n), cp.empty((NX, K.N_VALLEYS, NS), dtype=cp.int32)
-            self.chi2 = f(NX, K.N_VALLEYS, NS, NZ)
             self.out = f(2 * P + 2 * E + C + 7)
         self.sizes = (P, P, E, E, C)  # V, N, eps, d, chi in the output block, then the 7 norms
         o = self._views(self.out)
@@ -178,11 +160,11 @@ class IterGraph:
         cp.cuda.get_current_stream().synchronize()
 
     def _capture(self, prologue):
-        """Run the launches once on the side stream (compiles, cuBLAS's set-up; the results of this
-        call), then capture them there."""
+        """Run the launches once on the side stream (compiles; the results of this call), then
+        capture them there."""
         cp.cuda.get_current_stream().synchronize()  # the inputs were copied in on the caller's stream
         with cp.cuda.using_allocator(self._pool.malloc), self._stream:
-            _run_launches(self._launches, prologue)  # on the side stream, where cuBLAS runs
+            _run_launches(self._launches, prologue)  # on the side stream (as the capture)
             self._stream.synchronize()
             used = self._pool.used_bytes()
             self._stream.begin_capture()
@@ -225,10 +207,7 @@ class IterGraph:
                       (eps, self.Dg, ko, f8(pivmin), f8(1.0 / math.sqrt(self._dz)), i32(NX), i32(NZ), i32(NS), chi))
 
     def _density(self, chi, out):
-        if self.blas is not None:
-            density_blas(self.blas, self.rho, chi, self.chi2, out)
-        else:
-            density(self.rho, chi, out)
+        density(self.rho, chi, out)
 
     def _launches(self, prologue):
         NX, NZ, NS = self.shape
