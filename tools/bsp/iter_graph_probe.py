@@ -25,7 +25,7 @@ sim = Simulation(cfg, be, None, progress=False)
 sim.run(resume=False)
 g = sim.model.device_cache[("cuda.iter_graph", "dirichlet")]
 tot = sim.timer.totals
-print(f"{mesh}: {steps} steps, replays {g.replays}, captures {g.captures}, density {g.density}")
+print(f"{mesh}: {steps} steps, replays {g.replays}, captures {g.captures}")
 for k in sorted(tot):
     if k.startswith("step/ITER") or k in ("step", "step/BTE"):
         print(f"  {k}: {1e3 * tot[k] / steps:.3f} ms per step (mean)")
