@@ -37,7 +37,9 @@ solve) a Gummel iteration restarts from the current iterate (F replaced by the p
 and if that fails too, ``ConvergenceError``.
 
 Phases (nested inside whatever phase the caller opened, e.g. ITER): ``eigen`` (eigenpairs and
-densities), ``Frechet``, ``construct_linsys``, ``solve_linsys``.
+densities), ``Frechet``, ``construct_linsys``, ``solve_linsys``; none inside a kept-Jacobian iteration
+that runs as one ``newton_iteration`` call (numerics.iter_graph on cupy: one CUDA graph replay, timed
+only as part of the caller's ITER).
 """
 from __future__ import annotations
 
