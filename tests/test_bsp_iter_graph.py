@@ -63,6 +63,19 @@ def test_schema_and_dispatch():
         kernels.REGISTRY = real
 
 
+def test_implementations_cupy_record_iter_graph(emulated_cuda, monkeypatch):
+    """run.json's kernels.implementations on cupy (the emulated table behind a stand-in backend): the
+    graph's function with the note that its iterations time ITER only; false: the reference."""
+    monkeypatch.setattr(kernels, "REGISTRY", Registry("bsp", {"cupy": lambda: emulated_cuda.TABLE}))
+    be = types.SimpleNamespace(name="cupy")
+    on = kernels.implementations(Model(load(None, [])), be)["newton_iteration"]
+    assert on == ("solver.bsp.kernels.cuda.iter_graph.newton_iteration [numerics.iter_graph=true; its iterations "
+                  "time ITER only: eigen, Frechet, construct_linsys and solve_linsys are not timed apart there]")
+    off = kernels.implementations(Model(load(None, ["numerics.iter_graph=false"])), be)["newton_iteration"]
+    assert off == "solver.bsp.poisson.newton_iteration"
+    assert kernels.lookup(Model(load(None, [])), be, "newton_iteration") is emulated_cuda.iter_graph.newton_iteration
+
+
 def _run(overrides, table=None, monkeypatch=None):
     from solver.bsp.simulation import Simulation
     if table is not None:
