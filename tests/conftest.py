@@ -276,7 +276,7 @@ def emulated_cuda(tmp_path_factory):
     if shutil.which("g++") is None:
         pytest.skip("needs g++ (C++20) to run the CUDA sources on the host")
     fake = fake_cupy(tmp_path_factory.mktemp("cuda_emulation"))
-    return _import_with(fake, ("weno", "rk", "scattering", "eigen", "frechet", "newton", "dense", "_build"))
+    return _import_with(fake, ("weno", "rk", "scattering", "eigen", "frechet", "newton", "dense", "iter_graph", "_build"))
 
 
 class _FakeCapture:

@@ -37,7 +37,9 @@ solve) a Gummel iteration restarts from the current iterate (F replaced by the p
 and if that fails too, ``ConvergenceError``.
 
 Phases (nested inside whatever phase the caller opened, e.g. ITER): ``eigen`` (eigenpairs and
-densities), ``Frechet``, ``construct_linsys``, ``solve_linsys``.
+densities), ``Frechet``, ``construct_linsys``, ``solve_linsys``; none inside a kept-Jacobian iteration
+that runs as one ``newton_iteration`` call (numerics.iter_graph on cupy: one CUDA graph replay, timed
+only as part of the caller's ITER).
 """
 from __future__ import annotations
 
@@ -442,6 +444,32 @@ def norms_tail(model, backend, V_new, V_old, N_new, N_old, x, eps):
     return norms(xp, model, V_new, V_old, N_new, N_old), finite_x, schrodinger.deps_dx_max(model, backend, eps, V_new)
 
 
+def newton_iteration(model, backend, sysm, jac, V, N, eps, rho, bflat, levels=None):
+    """One simplified-Newton iteration of POTENTIAL (numerics.iter_jacobian = step) with the kept
+    Jacobian ``jac`` = (F, A), A's factorization held by solve_linsys, the densities ``rho`` held
+    fixed: the iterate V with its density N and levels eps (``N`` None: from V, its eigenpairs
+    warm-started from ``levels``, as _newton_loop's start), the rhs, b alone, the resolve, the new
+    iterate's eigenpairs and density, the norms and the stage tail: (V_new, eps_new, chi_new, N_new,
+    norms, all(isfinite(x)), (d eps/dx, A_eps, all finite V_new)); None where a fast path cannot run
+    it (the caller then runs the iteration itself).  The array code of _newton_loop's kept iteration
+    (its reference; _newton_loop runs its own statements where the backend has no fast path); the
+    cupy fast path (``kernels.lookup(..., "newton_iteration")``, numerics.iter_graph) replays the
+    same kernels from a CUDA graph with one host read (kernels/cuda/iter_graph.py)."""
+    xp = backend.xp
+    if N is None:
+        eps, chi = schrodinger.eigen(model, backend, V, levels)
+        N = density(xp, rho, chi)
+    F, A = jac
+    rhs_int = newton_rhs(model, backend, sysm, F, V, N, model.on(backend, "N_D"))
+    b = linsys_rhs(model, backend, sysm, F, rhs_int, bflat)
+    x = solve_linsys(model, backend, sysm, A, b, True)
+    V_new = x.reshape(model.NX, model.NZ)
+    eps_new, chi_new = schrodinger.eigen(model, backend, V_new, eps)
+    N_new = density(xp, rho, chi_new)
+    nrm, finite_x, tail = norms_tail(model, backend, V_new, V, N_new, N, x, eps_new)
+    return V_new, eps_new, chi_new, N_new, nrm, finite_x, tail
+
+
 def converged_by_estimate(nrm, contraction, tol) -> bool:
     """The stopping test of Hairer & Wanner (Solving ODEs II, section IV.8) for a contracting
     iteration: with theta the ratio of consecutive changes, the error left in the iterate is
@@ -474,7 +502,7 @@ def _stalled(history) -> bool:
 
 def _newton_loop(model, backend, problem, V, sysm, bvals, rho_fn, drho_fn, tol, max_iter,
                  timer, gummel=False, eigs=None, omega=1.0, levels=None, contraction=None, age=0,
-                 jacobian=None, keep=False, tail=False):
+                 jacobian=None, keep=False, tail=False, fixed_rho=None):
     """Run Newton (or Gummel) updates from V; return an IterResult (converged or not) or raise
     _LinearSolveFailed / FloatingPointError through the caller's handling.  ``eigs``: the
     eigenpairs of V, if known; else they are computed, warm-started from ``levels`` if given.
@@ -485,17 +513,29 @@ def _newton_loop(model, backend, problem, V, sysm, bvals, rho_fn, drho_fn, tol, 
     factorization reused, and evaluated afresh after an iteration that shrinks the change by less
     than THETA_REFRESH; the result carries it.  ``tail``: where ``newton_norms_tail`` has a fast
     path, each iteration's norms also form the stage tail of its new iterate (one host read) and the
-    result carries the last one (IterResult.tail)."""
+    result carries the last one (IterResult.tail).  ``fixed_rho``: the densities rho_fn returns
+    whatever the levels (POTENTIAL); with ``keep``, ``jacobian`` and ``tail`` it lets the iterations
+    with that kept Jacobian run as one ``newton_iteration`` each where it has a fast path
+    (numerics.iter_graph: one CUDA graph replay; the start's eigenpairs and density go into the
+    first one when they are to be computed from ``levels``); those iterations time no sub-phase."""
     xp = backend.xp
     NX, NZ = model.NX, model.NZ
     ND = model.on(backend, "N_D")
-    with _phase(timer, "eigen"):
-        if eigs is None:
-            eps, chi = schrodinger.eigen(model, backend, V, levels)
-        else:
-            eps, chi = eigs
-        rho = rho_fn(eps)
-        N = density(xp, rho, chi)
+    graph = None
+    if (keep and jacobian is not None and tail and fixed_rho is not None and not gummel and omega == 1.0
+            and drho_fn is None):
+        graph = _kernels.lookup(model, backend, "newton_iteration")
+    if graph is not None and eigs is None and levels is not None:
+        eps = chi = N = None  # the start's eigenpairs and density: in the first replay
+        rho = fixed_rho
+    else:
+        with _phase(timer, "eigen"):
+            if eigs is None:
+                eps, chi = schrodinger.eigen(model, backend, V, levels)
+            else:
+                eps, chi = eigs
+            rho = rho_fn(eps)
+            N = density(xp, rho, chi)
     bflat = bvals if bvals.ndim == 1 else bvals.ravel()  # potential's: kept per bias (_potential_boundary)
     # optional fused glue (kernels.lookup; None on the reference path): the norms + the finite
     # check of x in one reduction with one host read
@@ -508,47 +548,62 @@ def _newton_loop(model, backend, problem, V, sysm, bvals, rho_fn, drho_fn, tol, 
     stagnated = False
     jac = jacobian if keep else None
     for it in range(1, max_iter + 1):
-        with _phase(timer, "Frechet"):
-            if jac is not None:  # the kept Jacobian: the rhs with its F keeps the Newton form
-                F = jac[0]
-            elif gummel:
-                F = xp.zeros((NX - 2, NZ - 2, NZ - 2))
-                ar = xp.arange(NZ - 2)
-                F[:, ar, ar] = N[1:-1, 1:-1] / model.dz
-            else:
-                F = frechet(model, backend, eps, chi, rho, drho_fn(eps, rho) if drho_fn else None)
-            rhs_int = newton_rhs(model, backend, sysm, F, V, N, ND)
-        reuse = jac is not None  # the kept matrix (built from the same F) and its factorization
-        with _phase(timer, "construct_linsys"):
-            if reuse:  # b alone
-                A, b = jac[1], linsys_rhs(model, backend, sysm, F, rhs_int, bflat)
-            else:
-                A, b = construct_linsys(model, backend, sysm, F, rhs_int, bflat)
-        if not reuse and keep:
-            jac = (F, A)
-        with _phase(timer, "solve_linsys"):
-            try:
-                x = solve_linsys(model, backend, sysm, A, b, reuse)
-            except (RuntimeError, ValueError, np.linalg.LinAlgError) as exc:
-                raise _LinearSolveFailed(f"{problem}: linear solve failed in iteration {it}: {exc}", V, it) from exc
-            if norms_fast is None and not bool(xp.all(xp.isfinite(x))):
-                raise _LinearSolveFailed(f"{problem}: non-finite Newton update in iteration {it}", V, it)
-            V_new = x.reshape(NX, NZ)
-            if omega != 1.0:
-                V_new = V + omega * (V_new - V)
-        with _phase(timer, "eigen"):  # the levels of V: the warm start of an iterative eigen
-            eps, chi = schrodinger.eigen(model, backend, V_new, eps)
-            rho = rho_fn(eps)
-            N_new = density(xp, rho, chi)
-        if norms_fast is None:  # the reference: the finite check of x above, then norms
-            nrm = norms(xp, model, V_new, V, N_new, N)
-        else:  # the finite check of x deferred to the one host read of this iteration
-            if tail_fast is not None:  # ... which also brings the stage tail of V_new along
-                nrm, finite_x, last_tail = tail_fast(model, backend, V_new, V, N_new, N, x, eps)
-            else:
-                nrm, finite_x = norms_fast(model, backend, V_new, V, N_new, N, x)
+        out = None
+        if graph is not None and jac is jacobian:  # the kept Jacobian's iteration in one call
+            out = graph(model, backend, sysm, jac, V, N, eps, fixed_rho, bflat, levels if N is None else None)
+            if out is None:
+                graph = None
+        if out is not None:
+            V_new, eps, chi, N_new, nrm, finite_x, last_tail = out
             if not finite_x:
                 raise _LinearSolveFailed(f"{problem}: non-finite Newton update in iteration {it}", V, it)
+        else:
+            if N is None:  # the start deferred to a replay that did not run
+                with _phase(timer, "eigen"):
+                    eps, chi = schrodinger.eigen(model, backend, V, levels)
+                    rho = rho_fn(eps)
+                    N = density(xp, rho, chi)
+            with _phase(timer, "Frechet"):
+                if jac is not None:  # the kept Jacobian: the rhs with its F keeps the Newton form
+                    F = jac[0]
+                elif gummel:
+                    F = xp.zeros((NX - 2, NZ - 2, NZ - 2))
+                    ar = xp.arange(NZ - 2)
+                    F[:, ar, ar] = N[1:-1, 1:-1] / model.dz
+                else:
+                    F = frechet(model, backend, eps, chi, rho, drho_fn(eps, rho) if drho_fn else None)
+                rhs_int = newton_rhs(model, backend, sysm, F, V, N, ND)
+            reuse = jac is not None  # the kept matrix (built from the same F) and its factorization
+            with _phase(timer, "construct_linsys"):
+                if reuse:  # b alone
+                    A, b = jac[1], linsys_rhs(model, backend, sysm, F, rhs_int, bflat)
+                else:
+                    A, b = construct_linsys(model, backend, sysm, F, rhs_int, bflat)
+            if not reuse and keep:
+                jac = (F, A)
+            with _phase(timer, "solve_linsys"):
+                try:
+                    x = solve_linsys(model, backend, sysm, A, b, reuse)
+                except (RuntimeError, ValueError, np.linalg.LinAlgError) as exc:
+                    raise _LinearSolveFailed(f"{problem}: linear solve failed in iteration {it}: {exc}", V, it) from exc
+                if norms_fast is None and not bool(xp.all(xp.isfinite(x))):
+                    raise _LinearSolveFailed(f"{problem}: non-finite Newton update in iteration {it}", V, it)
+                V_new = x.reshape(NX, NZ)
+                if omega != 1.0:
+                    V_new = V + omega * (V_new - V)
+            with _phase(timer, "eigen"):  # the levels of V: the warm start of an iterative eigen
+                eps, chi = schrodinger.eigen(model, backend, V_new, eps)
+                rho = rho_fn(eps)
+                N_new = density(xp, rho, chi)
+            if norms_fast is None:  # the reference: the finite check of x above, then norms
+                nrm = norms(xp, model, V_new, V, N_new, N)
+            else:  # the finite check of x deferred to the one host read of this iteration
+                if tail_fast is not None:  # ... which also brings the stage tail of V_new along
+                    nrm, finite_x, last_tail = tail_fast(model, backend, V_new, V, N_new, N, x, eps)
+                else:
+                    nrm, finite_x = norms_fast(model, backend, V_new, V, N_new, N, x)
+                if not finite_x:
+                    raise _LinearSolveFailed(f"{problem}: non-finite Newton update in iteration {it}", V, it)
         history.append(nrm)
         if not all(math.isfinite(v) for v in nrm.values()):
             raise _LinearSolveFailed(f"{problem}: non-finite norms in iteration {it}: {nrm}", V, it)
@@ -695,7 +750,7 @@ def potential(model, backend, V_prev, rho, V_b, timer=None, state=None, tol=None
         try:
             res = _newton_loop(model, backend, "POTENTIAL", V0, sysm, bvals, rho_fn, None, tol, max_iter,
                                timer, eigs=eigs, levels=levels, contraction=contraction, age=age,
-                               jacobian=jacobian, keep=True, tail=tail)
+                               jacobian=jacobian, keep=True, tail=tail, fixed_rho=rho)
             n_newton = res.iterations
             if res.converged:
                 return res

@@ -634,6 +634,7 @@ NCU_KERNELS = {
     "newton_norms": ("ITER", "newton_norms", "", None),  # with the stage tail (deps_dx) on cupy
     "iter_start": ("ITER", "iter_start", "", None),
     "deps_dx_max": ("ITER", "deps_dx", "", None),
+    "iter_density": ("ITER", "eigen", "", None),  # the density N in numerics.iter_graph's Newton iteration
     "spin": ("other", "profiler (SpinTimer), not part of a time step", "", None),
 }
 # Paper 001, Table 5 (Nsight Compute): kernel -> (time RTX 3090 ms, time V100 ms, (1) RTX 3090 %,

@@ -16,7 +16,7 @@ A fast path has the name of the reference function it replaces, takes exactly it
 returns the same result (to rounding).  Only a missing CuPy or numba means "no fast path"; any
 other import error fails loudly.  ``numerics.kernels``: ``auto`` (default) = the fast path where
 one exists, ``array`` = the array reference everywhere (the test oracle).  Variants are schema
-keys (``numerics.linsys``, ``numerics.linsys_graph``, ``numerics.batched_blocks``, ``numerics.eigen``,
+keys (``numerics.linsys``, ``numerics.linsys_graph``, ``numerics.iter_graph``, ``numerics.batched_blocks``, ``numerics.eigen``,
 ``numerics.ipim``, ``numerics.bte_kernels``: they
 choose among the CUDA kernels); ``implementations`` says, per phase, which function and variant run
 (written into run.json).  ``RK`` (the stage update fused with the loss product, the sum of the terms
@@ -55,6 +55,8 @@ REFERENCE = {
     "newton_norms_tail": "solver.bsp.poisson.norms_tail",  # newton_norms + deps_dx of the new iterate, one host read
     "iter_start": "solver.bsp.poisson.iter_start",  # the prediction of a stage's POTENTIAL start
     "linsys_rhs": "solver.bsp.poisson.linsys_rhs",  # construct_linsys's b alone (kept Jacobian)
+    # one kept-Jacobian Newton iteration of POTENTIAL (cupy: one CUDA graph replay, numerics.iter_graph)
+    "newton_iteration": "solver.bsp.poisson.newton_iteration",
 }
 PHASES = tuple(REFERENCE)
 FAST_ONLY = frozenset({"RK", "RK_wphi", "overlap"})  # fast paths that run only with numerics.bte_kernels: fast
@@ -96,6 +98,8 @@ def lookup(model, backend, name: str):
         return None
     if name in FAST_ONLY and bte_variant(model) != "fast":
         return None
+    if name == "newton_iteration" and not iter_graph(model, backend):
+        return None
     if backend.name != "cupy":  # the CUDA table runs numerics.linsys itself
         array = _array_variant(model, name)
         if array is not None:
@@ -123,6 +127,15 @@ def linsys_variant(model) -> str:
 def linsys_graph(model) -> bool:
     """numerics.linsys_graph: the cupy batched_cr solve replayed from a CUDA graph (default true)."""
     return bool(model.cfg.get("numerics", {}).get("linsys_graph", True))
+
+
+def iter_graph(model, backend) -> bool:
+    """numerics.iter_graph: POTENTIAL's kept-Jacobian Newton iterations replayed from CUDA graphs
+    (phase newton_iteration; auto = on for cupy, false = the launches one by one)."""
+    v = model.cfg.get("numerics", {}).get("iter_graph", "auto")
+    if v == "auto":
+        return backend.name == "cupy"
+    return bool(v)
 
 
 def batched_blocks(model) -> str:
@@ -167,6 +180,9 @@ def _variant(model, backend, name: str) -> str | None:
         return f"numerics.linsys={v}"
     if name == "eigen":
         return f"numerics.eigen={eigen_variant(model)}, numerics.ipim={ipim_variant(model)}"
+    if name == "newton_iteration":
+        return ("numerics.iter_graph=true; its iterations time ITER only: eigen, Frechet, construct_linsys "
+                "and solve_linsys are not timed apart there")
     return None
 
 

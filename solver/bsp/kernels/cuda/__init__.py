@@ -18,6 +18,8 @@ phases stay on the array reference).
                      cyclic_reduction.cu   newton_rhs, newton_norms, deps_dx,
                                            newton_norms_tail, iter_start
                      batched_inverse.cu    (batched_cr: numerics.linsys_graph, numerics.batched_blocks)
+    iter_graph.py  + iter_graph.cu         newton_iteration (numerics.iter_graph): POTENTIAL's kept-Jacobian
+                                           Newton iteration replayed from a CUDA graph (density by iter_density)
     _cublas.py     (cuBLAS via ctypes)     batched LU solve and GEMM inside newton.BatchedGraph's capture
     dense.py       (cuSOLVER)              the dense Newton system (numerics.linsys: dense, the baseline)
     (solver/bsp/blocktri_batched.py: the batched block solve of numerics.linsys: batched_cr, array code)
@@ -26,7 +28,7 @@ from __future__ import annotations
 
 import cupy  # noqa: F401  (no CuPy: no fast paths)
 
-from solver.bsp.kernels.cuda import eigen, frechet, newton, rk, scattering, weno
+from solver.bsp.kernels.cuda import eigen, frechet, iter_graph, newton, rk, scattering, weno
 
 TABLE = {
     "WENO_x": weno.weno_x,
@@ -47,4 +49,5 @@ TABLE = {
     "newton_norms_tail": newton.newton_norms_tail,
     "iter_start": newton.iter_start,
     "linsys_rhs": newton.linsys_rhs,
+    "newton_iteration": iter_graph.newton_iteration,
 }
