@@ -6,12 +6,13 @@
 #               numba 16 threads standard (20 after 2; the first run of each tree fills its JIT cache)
 #       checks  every gpu test, the coarse 0.1 ps validation (cupy, defaults), two 10-step runs each of
 #               the coarse, 6x65x129 and standard meshes compared byte for byte
+#       final   a lean call for the final code: gpu tests, validation, bitwise, start-up, the cupy bench
 #       bench   the bsp_bench cases of config/gpu.yaml (cupy, 200 after 5; numba 16/8/4/2/1 threads)
 #               and the authors' Newton on three meshes, for the same-call comparison
 # Logs and tables go to $OUT/<part>/ (packed as $OUT/<part>.tgz); a short table is printed last.
 set -u
 export PYTHONUNBUFFERED=1 MPLBACKEND=Agg
-PART=${1:?part: ab | checks | bench}
+PART=${1:?part: ab | checks | bench | final}
 OUT=${OUT:?set OUT}; BASE=${BASE:-_dev/base}; PY=python3
 L=/tmp/session_$PART; rm -rf "$L"; mkdir -p "$L"
 t0=$SECONDS; left() { echo $(( $1 - (SECONDS - t0) )); }
@@ -85,6 +86,36 @@ bench)
       --set numerics.iter_jacobian=iteration --case $STD:cupy:1:200:5 --case $NZ129:cupy:1:100:5 --case $FINE:cupy:1:100:5
   echo "part,mesh,backend,threads,steps,step_ms,bte_ms,dens_ms,iter_ms,newton_per_step" > "$L/summary.csv"
   for d in bench_cupy bench_numba bench_cupy_authors_newton; do row $d >> "$L/summary.csv"; done
+  ;;
+final)
+  # one lean call for a session's final code (~8-9 min on an H200): every gpu test, the coarse validation,
+  # two 10-step runs each of the coarse and standard meshes byte for byte, the start-up
+  # (tools/bsp/startup_device.sh, this tree only), and the cupy bsp_bench cases of config/gpu.yaml
+  # (200 after 5) plus the standard mesh with numerics.iter_graph=false for the same-call comparison
+  echo "== gpu tests ($((SECONDS-t0)) s)"
+  timeout $(left 300) $PY -m pytest -m gpu -q -p no:cacheprovider tests > "$L/pytest_gpu.log" 2>&1; tail -3 "$L/pytest_gpu.log"
+  echo "== validation ($((SECONDS-t0)) s)"
+  timeout 90 $PY -m solver run config/coarse.yaml --out /tmp/val --backend cupy --no-progress > "$L/validation_run.log" 2>&1
+  $PY -m solver bsp validate /tmp/val --csv "$L/validation_coarse.csv" > "$L/validate.log" 2>&1; tail -7 "$L/validate.log"
+  cp /tmp/val/run.json "$L/validation_run.json"; cp /tmp/val/scalars.csv "$L/validation_scalars.csv"
+  echo "== bitwise ($((SECONDS-t0)) s)"
+  SC="--set time.steps=10 --set time.t_end_ps=null --set output.checkpoint_every_steps=0 --no-progress --backend cupy"
+  for c in coarse:config/coarse.yaml standard:config/standard.yaml; do
+    n=${c%%:*}; a=${c#*:}
+    for r in 1 2; do timeout 60 $PY -m solver run $a --out /tmp/rep_${n}_$r $SC > "$L/repeat_${n}_$r.log" 2>&1; done
+    for f in profiles.csv scalars.csv; do cmp /tmp/rep_${n}_1/$f /tmp/rep_${n}_2/$f && echo "$n $f identical"; done
+  done 2>&1 | tee "$L/bitwise.txt"
+  echo "== start-up ($((SECONDS-t0)) s)"
+  OUT=$L ROUNDS=3 timeout 150 bash tools/bsp/startup_device.sh > "$L/startup.log" 2>&1; tail -2 "$L/startup.log"
+  echo "== cupy bench ($((SECONDS-t0)) s)"
+  C=""
+  for m in 6x33x33x150x24 $STD 6x129x65x300x48 $NZ129 6x65x65x600x48 6x65x65x300x96 6x97x97x450x72 $FINE 6x33x257x150x24; do
+    C="$C --case $m:cupy:1:200:5"
+  done
+  bench . bench_cupy $C
+  bench . bench_cupy_no_iter_graph --set numerics.iter_graph=false --case $STD:cupy:1:200:5 --case $NZ129:cupy:1:200:5
+  echo "part,mesh,backend,threads,steps,step_ms,bte_ms,dens_ms,iter_ms,newton_per_step" > "$L/summary.csv"
+  for d in bench_cupy bench_cupy_no_iter_graph; do row $d >> "$L/summary.csv"; done
   ;;
 *) echo "unknown part $PART"; exit 2 ;;
 esac

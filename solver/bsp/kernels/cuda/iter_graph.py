@@ -30,9 +30,9 @@ and the temporaries.  V / eps / N / rho are copied in per call (cudaMemcpyAsync)
 when their source array is another one than last time (a new kept Jacobian: every
 iter_jacobian_steps steps; a bias change).  The kept factorization lives in the BatchedGraph's
 GaussJordanCR buffers, rewritten in place by each new factorization, so the graphs stay valid; they
-are dropped when that BatchedGraph, the static blocks or the eigen tables are other objects.  Used
-only where the BatchedGraph holds the factorization of the kept A (newton.solve_linsys_batched's
-test) and the variants are the captured ones (eigen newton, linsys batched_cr with linsys_graph,
+are dropped when that BatchedGraph, the static blocks or the eigen tables are other objects.  The
+BatchedGraph must hold the factorization of the kept A (newton.solve_linsys_batched's test; where it
+does not, after a resume, the kept A is factored first, launched) and the variants the captured ones (eigen newton, linsys batched_cr with linsys_graph,
 batched_blocks gauss_jordan); otherwise ``newton_iteration`` returns None and poisson._newton_loop
 launches the iteration as before.
 """
@@ -88,7 +88,13 @@ def newton_iteration(model, backend, sysm, jac, V, N, eps, rho, bflat, levels=No
         return None
     bg = _holder(model, sysm, jac[1])
     if bg is None:
-        return None
+        # the solver holds no factorization of the kept A (a resumed run: the Jacobian came with the
+        # checkpoint): factor it once, launched, as the launched path's first solve would; the factors
+        # depend on A alone, so the graph then runs as in the uninterrupted run (byte-identical resume)
+        _newton.solve_linsys_batched(model, backend, sysm, jac[1], cp.zeros(sysm.NX * sysm.NZ), reuse=False)
+        bg = _holder(model, sysm, jac[1])
+        if bg is None:
+            return None
     key = ("cuda.iter_graph", sysm.x_bc)
     cache = model.device_cache
     g = cache.get(key)
