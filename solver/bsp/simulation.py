@@ -636,7 +636,7 @@ class Simulation:
         t_end_ps = self.t_end * self.model.scales.t * 1e12
         if len(faults) >= RAMP_RETRIES or t_ps > 2 * src["ramp_ps"] or ramp > t_end_ps / 2:
             return False  # past the retries, not a fault of the ramp, or a ramp over half the run
-        print(f"fault during the bias ramp of {src['ramp_ps']:g} ps at t = {t_ps:.4f} ps ({exc}); "
+        print(f"fault during the bias ramp of {src['ramp_ps']:g} ps at t = {t_ps:.4f} ps ({str(exc).split(';')[0]}); "
               f"starting again from {src['init_from']} with a {ramp:g} ps ramp", file=self.log)
         self.init_from(src["init_from"])
         self.source.update(ramp_ps=ramp, ramp_ps_config=src.get("ramp_ps_config", src["ramp_ps"]),
