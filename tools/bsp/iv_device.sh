@@ -65,4 +65,5 @@ p = pd.read_csv('$D/points.csv')
 print(p[['point', 'Id_A_per_m', 'steady', 't_steady_ps', 't_end_ps', 'steps', 'wall_s', 'init_from']].to_string(index=False))
 print(pd.read_csv('$D/figures_of_merit.csv')[['quantity', 'value', 'unit', 'condition']].to_string(index=False))"
 fi
-echo "jobs left: $(grep -cE '^(iv_point|iv_seed|iv_collect)' "$OUT/status_$n.txt" || true); total $((SECONDS-t0)) s"
+left_jobs=$(grep -m1 -E "^total" "$OUT/status_$n.txt" | awk '{print $2}')
+echo "jobs left: ${left_jobs:-0}; total $((SECONDS-t0)) s"
