@@ -51,6 +51,7 @@ def stand_in(monkeypatch):
 
 def cont(source, ramp):
     return ["bias.V_G=0.3", "bias.V_DS=0.1", "time.t_end_ps=0.02", "time.steps=null", "output.checkpoint_every_steps=2",
+            "output.every_steps=3",
             f"continuation.init_from={source}", f"continuation.ramp_ps={ramp}"]
 
 
@@ -68,6 +69,9 @@ def test_fault_during_the_ramp_retries_with_a_slower_ramp(source, stand_in, tmp_
     a = pd.read_csv(tmp_path / "adaptive" / "scalars.csv")
     b = pd.read_csv(tmp_path / "direct" / "scalars.csv")
     pd.testing.assert_frame_equal(a, b, check_exact=True)
+    snaps = [sorted(p.name for p in (tmp_path / r / "snapshots").glob("*.h5")) for r in ("adaptive", "direct")]
+    assert snaps[0] == snaps[1] and len(snaps[0]) > 2  # the snapshots of a run started with that ramp
+    assert not (tmp_path / "adaptive" / "checkpoint.h5").exists()
     assert "ramp_faults" not in direct["summary"]["continuation"]
 
 

@@ -649,8 +649,11 @@ class Simulation:
         if self.monitor is not None:
             self.monitor = steady.Monitor(self.model, self.cfg["steady"], self._earliest_s(ramp))
         self.model.cfg = self.cfg
-        if self.out is not None:
-            (self.out / CHECKPOINT).unlink(missing_ok=True)  # the failed attempt's: a resume must not return to it
+        if self.out is not None:  # the failed attempt's checkpoint (a resume must not return to it) and snapshots
+            (self.out / CHECKPOINT).unlink(missing_ok=True)
+            for p in (self.out / SNAPSHOTS).glob("step_*.h5"):
+                if p.name != f"step_{0:07d}.h5":
+                    p.unlink()
         self.record_scalars(self.host_fields(self.state))
         return True
 
