@@ -159,3 +159,58 @@ def test_low_gate_points_start_from_the_floor():
     assert src[(-0.1, 0.05)] is None and src[(-0.1, 0.4)] == (-0.1, 0.05)  # the floor itself: a V_DS chain
     src = iv.sources({**STUDY, "low_vg_from": -0.1})
     assert src[(-0.3, 0.4)] == (-0.1, 0.4) and src[(-0.1, 0.4)] is None and src[(0.3, 0.4)] is None
+
+
+def test_low_gate_points_start_from_young_seeds():
+    """iv.low_vg_seed_ps: the points below low_vg_from start from a short fresh run at low_vg_from
+    (a seed), not from that point's final state, which carries the growing contact mode (docs/iv.md §8)."""
+    study = {**STUDY, "low_vg_from": -0.1, "low_vg_seed_ps": 0.05}
+    src = iv.sources(study)
+    assert isinstance(src[(-0.3, 0.05)], iv.Seed) and src[(-0.3, 0.05)] == (-0.1, 0.05)
+    assert iv.source_name(src[(-0.2, 0.4)]) == "seed_vg-0.100_vds0.400"
+    assert src[(-0.1, 0.05)] is None and iv.source_name(None) is None
+    assert iv.source_name((-0.1, 0.05)) == "vg-0.100_vds0.050"  # a point source keeps the point's name
+    assert iv.seeds(study) == [(-0.1, 0.05), (-0.1, 0.4)]
+    assert iv.seeds({**STUDY, "low_vg_from": -0.1}) == []  # without low_vg_seed_ps: from the point, as before
+    assert not isinstance(iv.sources({**STUDY, "low_vg_from": -0.1})[(-0.3, 0.05)], iv.Seed)
+    cfg = load(None, iv.seed_sets(study, -0.1, 0.4))
+    assert cfg["bias"]["V_G"] == -0.1 and cfg["bias"]["V_DS"] == 0.4 and cfg["time"]["t_end_ps"] == 0.05
+    assert cfg["continuation"]["save_final_state"] and not cfg["steady"]["enabled"]
+
+
+def test_pack_keeps_the_small_files(tmp_path):
+    """tools/bsp/iv_pack.py: tables, figures, run.json and thinned traces (first and last row kept),
+    never the states or the per-step timers."""
+    import importlib.util
+    import tarfile
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location("iv_pack", Path(__file__).parents[1] / "tools/bsp/iv_pack.py")
+    pk = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(pk)
+    study = tmp_path / "res" / "gpu-x" / "iv"
+    for name, n in (("vg0.000_vds0.050", 5001), ("seed_vg-0.200_vds0.050", 30)):
+        r = study / "runs" / "m" / "cupy_t1" / name
+        r.mkdir(parents=True)
+        pd.DataFrame({"step": np.arange(n), "time_s": np.arange(n) * 1e-17, "dt_s": 1e-17, "total_mass_per_m": 1.0,
+                      "mean_current_A_per_m": np.arange(n) * 0.5, "newton_iterations": 3}).to_csv(r / "scalars.csv",
+                                                                                                  index=False)
+        (r / "run.json").write_text("{}")
+        (r / "final_state.h5").write_bytes(b"x" * 100)
+        (r / "timers.csv").write_text("step,phase,seconds\n")
+    (study / "figures_of_merit.csv").write_text("quantity,value\n")
+    (study / "traces.csv").write_text("big\n")
+    (study / "idvd.png").write_bytes(b"png")
+    files = pk.pack(study, tmp_path / "out", "0")
+    assert [f.name for f in files] == ["iv_small_0.tgz", "iv_scalars_0.tar.xz"]
+    with tarfile.open(files[0]) as tar:
+        names = set(tar.getnames())
+        tr = pd.read_csv(tar.extractfile("gpu-x/iv/traces_packed.csv"))
+    assert "gpu-x/iv/figures_of_merit.csv" in names and "gpu-x/iv/idvd.png" in names
+    assert "gpu-x/iv/runs/m/cupy_t1/vg0.000_vds0.050/run.json" in names
+    assert not any(n.endswith((".h5", "timers.csv", "/traces.csv")) for n in names)
+    big = tr[tr["run"] == "vg0.000_vds0.050"]
+    assert len(big) <= pk.MAX_ROWS + 1 and big["step"].iloc[0] == 0 and big["step"].iloc[-1] == 5000
+    assert big["current_A_per_m"].iloc[-1] == 2500.0 and len(tr[tr["run"] == "seed_vg-0.200_vds0.050"]) == 30
+    with tarfile.open(files[1]) as tar:
+        assert len(tar.getnames()) == 2

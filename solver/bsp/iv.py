@@ -43,21 +43,47 @@ def sources(iv: dict) -> dict:
 
     - ``low_vg_from`` (a V_G of the study, or None): a point with a lower V_G starts from the
       point at that V_G and the same V_DS (with the bias ramp ``ramp_ps``): fresh starts at low
-      V_G fault with a negative density (docs/iv.md), a ramp down from a conducting state does not.
+      V_G fault with a negative density (docs/iv.md).  With ``low_vg_seed_ps`` set, it starts
+      instead from a *seed* (``Seed(V_G, V_DS)``): a fresh run at that V_G and V_DS, only
+      ``low_vg_seed_ps`` long.  The finished point's final state is older (up to t_max) and
+      carries a contact mode that grows from round-off, which faults the continued run within
+      ~0.1 ps (docs/iv.md §8); a young seed does not carry it.
     - ``continuation`` on: every other point starts from the point at the same V_G and the next
       lower V_DS of the study, so each gate voltage is one chain along V_DS and the chains run in
       parallel; the lowest V_DS of every V_G starts fresh.  Off: those points start fresh."""
     pts = points(iv)
     out = {p: None for p in pts}
     floor = iv.get("low_vg_from")
+    seed = iv.get("low_vg_seed_ps")
     for g, d in pts:
         if floor is not None and g < floor - 1e-9 and (round(float(floor), 6), d) in out:
-            out[(g, d)] = (round(float(floor), 6), d)
+            src = (round(float(floor), 6), d)
+            out[(g, d)] = Seed(*src) if seed else src
             continue
         if iv.get("continuation", False):
             lower = [dd for gg, dd in pts if gg == g and dd < d]
             out[(g, d)] = (g, max(lower)) if lower else None
     return out
+
+
+class Seed(tuple):
+    """A continuation source that is a short fresh run at (V_G, V_DS) (``low_vg_seed_ps``), not a
+    point of the study."""
+
+    def __new__(cls, vg, vds):
+        return super().__new__(cls, (vg, vds))
+
+
+def source_name(src, bottom=None) -> str | None:
+    """Run folder name of a source of ``sources``: the point's, or 'seed_' + it for a Seed."""
+    if src is None:
+        return None
+    return ("seed_" if isinstance(src, Seed) else "") + point_name(*src, bottom)
+
+
+def seeds(iv: dict) -> list:
+    """The seeds of the study (each once, sorted)."""
+    return sorted({s for s in sources(iv).values() if isinstance(s, Seed)})
 
 
 def _num(x) -> str:
@@ -76,6 +102,14 @@ def run_sets(iv: dict, vg: float, vds: float) -> list[str]:
                    f"steady.rtol={_num(st['rtol'])}", f"steady.conservation_tol={_num(st['conservation_tol'])}",
                    f"time.t_end_ps={_num(st['t_max_ps'])}", "time.steps=null", "continuation.save_final_state=true"] + (
         [f"continuation.ramp_ps={_num(iv['ramp_ps'])}"] if iv.get("ramp_ps") else [])
+
+
+def seed_sets(iv: dict, vg: float, vds: float) -> list[str]:
+    """KEY=VALUE overrides of a seed run: the bias, low_vg_seed_ps long, no steady stop, final state kept."""
+    b = iv.get("bottom_gate_V")
+    bias = [f"bias.V_DS={_num(vds)}"] + ([f"bias.V_G={_num(vg)}"] if b is None else
+                                         [f"bias.V_G_top={_num(vg)}", f"bias.V_G_bottom={_num(b)}"])
+    return bias + [f"time.t_end_ps={_num(iv['low_vg_seed_ps'])}", "time.steps=null", "continuation.save_final_state=true"]
 
 
 # ---------------------------------------------------------------------------------- collect
@@ -359,5 +393,5 @@ def _plan(args) -> int:
     iv = _study(args.study)
     b = iv.get("bottom_gate_V")
     for (g, d), src in sources(iv).items():
-        print(point_name(g, d, b), "<-", "fresh" if src is None else point_name(*src, b))
+        print(point_name(g, d, b), "<-", "fresh" if src is None else source_name(src, b))
     return 0

@@ -31,6 +31,11 @@ if TYPE_CHECKING:  # pandas is imported where tables are written (start-up: docs
 CHECKPOINT = "checkpoint.h5"
 FINAL_STATE = "final_state.h5"  # continuation.save_final_state: the last step's checkpoint, for --init-from
 SNAPSHOTS = "snapshots"
+# continuation with a bias ramp: a negative-density fault during the ramp (or within one ramp time
+# after it) restarts the run from its source with twice the ramp time, at most this many times
+# (docs/iv.md §8: a fast ramp to a low gate voltage depletes the channel below the quasi-static
+# density for a moment; summary.continuation records the ramp used and the faults)
+RAMP_RETRIES = 3
 # what a run writes into its folder (cleaned by --overwrite); quicklook.png is the main job's figure
 RUN_FILES = (CHECKPOINT, FINAL_STATE, "run.json", "profiles.csv", "profiles_t0.csv", "scalars.csv", "timers.csv",
              "fields.h5", "quicklook.png")
@@ -92,11 +97,13 @@ class Simulation:
         self.first_dt = cfg["time"]["first_dt_s"] / s.t
         self.monitor = None
         if cfg["steady"]["enabled"]:
-            cont = cfg["continuation"]
-            ramping = cont["init_from"] and cont["ramp_ps"] > 0  # no stop until a window after the ramp
-            earliest_s = (cont["ramp_ps"] + cfg["steady"]["window_ps"]) * 1e-12 if ramping else 0.0
-            self.monitor = steady.Monitor(self.model, cfg["steady"], earliest_s)
+            self.monitor = steady.Monitor(self.model, cfg["steady"], self._earliest_s(cfg["continuation"]["ramp_ps"]))
         self.source = None  # continuation: what the run started from (init_from)
+
+    def _earliest_s(self, ramp_ps) -> float:
+        """The steady-state tests start a window after the ramp (s of simulated time)."""
+        ramping = self.cfg["continuation"]["init_from"] and ramp_ps > 0
+        return (ramp_ps + self.cfg["steady"]["window_ps"]) * 1e-12 if ramping else 0.0
 
     # ------------------------------------------------------------------ start-up
     def startup(self) -> None:
@@ -420,6 +427,8 @@ class Simulation:
                 self.monitor.load(f["steady"])
             if self.cfg["continuation"]["init_from"]:
                 self.source = json.loads(f.attrs["continuation"])
+                if self.monitor is not None:  # the ramp may have been lengthened by a retry
+                    self.monitor.earliest_s = self._earliest_s(self.source["ramp_ps"])
 
     def _adopt_state(self, f, **scalars) -> None:
         """The state from the arrays (STATE_ARRAYS, DENS_ARRAYS) and A_eps of the open checkpoint or
@@ -478,7 +487,7 @@ class Simulation:
     def _ramp_bias(self, t) -> None:
         """The bias of the step ending at ``t``: linear from the source's to this run's over
         continuation.ramp_ps (the model reads it; the run's configuration is not changed)."""
-        ramp = self.cfg["continuation"]["ramp_ps"] * 1e-12 / self.model.scales.t
+        ramp = self.source["ramp_ps"] * 1e-12 / self.model.scales.t  # the config's, or lengthened by a retry
         f = 1.0 if ramp <= 0 else min(t / ramp, 1.0)
         if f >= 1.0:
             self.model.cfg = self.cfg
@@ -571,26 +580,13 @@ class Simulation:
             self.profiles_t0 = self.write_profiles(host, "profiles_t0.csv")
             self.record_scalars(host)
             self.write_snapshot(host)
-        oc = self.cfg["output"]
-        s = self.model.scales
-        next_snap_t = (math.floor(self.state.t * s.t * 1e12 / oc["every_ps"]) + 1) * oc["every_ps"] if oc["every_ps"] else math.inf
-        bar = Progress(self, enabled=self.progress)
-        while not self.done():
-            self.step()
-            st = self.state
-            need_host = (st.step % oc["scalars_every"] == 0) or self.done()
-            snap = (oc["every_steps"] and st.step % oc["every_steps"] == 0) or st.t * s.t * 1e12 >= next_snap_t - 1e-9
-            if need_host or snap:
-                host = self.host_fields(st)
-                self.record_scalars(host)
-                if snap:
-                    self.write_snapshot(host)
-                    if oc["every_ps"]:
-                        next_snap_t += oc["every_ps"]
-            if oc["checkpoint_every_steps"] and st.step % oc["checkpoint_every_steps"] == 0 and not self.done():
-                self.save_checkpoint()
-            bar.update()
-        bar.close()
+        while True:
+            try:
+                self._loop()
+                break
+            except RunFault as exc:
+                if not self._retry_ramp(exc):
+                    raise
         host = self.host_fields(self.state)
         if not self.scalars or self.scalars[-1]["step"] != self.state.step:
             self.record_scalars(host)
@@ -599,6 +595,67 @@ class Simulation:
         if self.cfg["continuation"]["save_final_state"]:
             self.save_checkpoint(FINAL_STATE)
         return self.finish(host, final, time.perf_counter() - wall0)
+
+    def _loop(self) -> None:
+        """Steps until done(), with the scalars, snapshots and checkpoints of the output settings."""
+        oc = self.cfg["output"]
+        s = self.model.scales
+        next_snap_t = (math.floor(self.state.t * s.t * 1e12 / oc["every_ps"]) + 1) * oc["every_ps"] if oc["every_ps"] else math.inf
+        bar = Progress(self, enabled=self.progress)
+        try:
+            while not self.done():
+                self.step()
+                st = self.state
+                need_host = (st.step % oc["scalars_every"] == 0) or self.done()
+                snap = (oc["every_steps"] and st.step % oc["every_steps"] == 0) or st.t * s.t * 1e12 >= next_snap_t - 1e-9
+                if need_host or snap:
+                    host = self.host_fields(st)
+                    self.record_scalars(host)
+                    if snap:
+                        self.write_snapshot(host)
+                        if oc["every_ps"]:
+                            next_snap_t += oc["every_ps"]
+                if oc["checkpoint_every_steps"] and st.step % oc["checkpoint_every_steps"] == 0 and not self.done():
+                    self.save_checkpoint()
+                bar.update()
+        finally:
+            bar.close()
+
+    def _retry_ramp(self, exc: RunFault) -> bool:
+        """Adaptive ramp (RAMP_RETRIES): after a negative-density fault of a continued run during its
+        bias ramp or within one ramp time after it, start again from the source's state with twice
+        the ramp time (True), unless that is over half the run's time limit; otherwise False (the
+        fault stands).  summary.continuation records
+        ``ramp_ps`` (the ramp used), ``ramp_ps_config`` and ``ramp_faults`` (one line per retry)."""
+        src = self.source
+        if src is None or src["ramp_ps"] <= 0 or "negative density" not in str(exc):
+            return False
+        faults = src.get("ramp_faults", [])
+        t_ps = self.state.t * self.model.scales.t * 1e12
+        ramp = 2 * src["ramp_ps"]
+        t_end_ps = self.t_end * self.model.scales.t * 1e12
+        if len(faults) >= RAMP_RETRIES or t_ps > 2 * src["ramp_ps"] or ramp > t_end_ps / 2:
+            return False  # past the retries, not a fault of the ramp, or a ramp over half the run
+        print(f"fault during the bias ramp of {src['ramp_ps']:g} ps at t = {t_ps:.4f} ps ({str(exc).split(';')[0]}); "
+              f"starting again from {src['init_from']} with a {ramp:g} ps ramp", file=self.log)
+        self.init_from(src["init_from"])
+        self.source.update(ramp_ps=ramp, ramp_ps_config=src.get("ramp_ps_config", src["ramp_ps"]),
+                           ramp_faults=faults + [f"ramp {src['ramp_ps']:g} ps: {str(exc).split(';')[0]}"])
+        for name in ("_V_last", "_last_step_kept", "_jacobian", "_pending_dx", "_last_dt", "_checkpoint_step"):
+            self.__dict__.pop(name, None)
+        self.timer = PhaseTimer(self.backend)
+        self._timer_rows = []
+        self.scalars = []
+        if self.monitor is not None:
+            self.monitor = steady.Monitor(self.model, self.cfg["steady"], self._earliest_s(ramp))
+        self.model.cfg = self.cfg
+        if self.out is not None:  # the failed attempt's checkpoint (a resume must not return to it) and snapshots
+            (self.out / CHECKPOINT).unlink(missing_ok=True)
+            for p in (self.out / SNAPSHOTS).glob("step_*.h5"):
+                if p.name != f"step_{0:07d}.h5":
+                    p.unlink()
+        self.record_scalars(self.host_fields(self.state))
+        return True
 
     def finish(self, host, final: pd.DataFrame, wall_s: float) -> dict:
         import pandas as pd

@@ -23,8 +23,10 @@ if IV_BACKEND == "auto":
 IV_THREADS = 1 if IV_BACKEND == "cupy" else int(IV.get("threads", 1))
 IV_VARIANT = f"{IV_BACKEND}_t{IV_THREADS}"
 IV_BOTTOM = IV.get("bottom_gate_V")
-IV_SOURCES = {bsp_iv.point_name(g, d, IV_BOTTOM): (None if s is None else bsp_iv.point_name(*s, IV_BOTTOM))
+IV_SOURCES = {bsp_iv.point_name(g, d, IV_BOTTOM): bsp_iv.source_name(s, IV_BOTTOM)
               for (g, d), s in bsp_iv.sources(IV).items()} if IV_ON else {}
+# seeds (iv.low_vg_seed_ps): short fresh runs that the low-V_G points start from (docs/iv.md §8)
+IV_SEEDS = {bsp_iv.point_name(g, d, IV_BOTTOM): (g, d) for g, d in bsp_iv.seeds(IV)} if IV_ON else {}
 IV_BIAS = {bsp_iv.point_name(g, d, IV_BOTTOM): (g, d) for g, d in bsp_iv.points(IV)} if IV_ON else {}
 _IV_RUN = res("iv", "runs", IV_MESH, IV_VARIANT, "{point}")
 
@@ -52,6 +54,12 @@ def _iv_sets(wc):
     return bsp_set_options(_iv_sets_list(wc.point))
 
 
+def _iv_seed_sets_list(point):
+    g, d = IV_SEEDS[point]
+    mesh = [f"mesh.{k}={v}" for k, v in bsp_parse_mesh(IV_MESH).items()]
+    return bsp_iv.seed_sets(IV, g, d) + mesh + list(IV.get("set", []))
+
+
 def _iv_minutes(wc):
     return _minutes(bsp_seconds(IV_MESH, bsp_step_count(IV_MESH, f"ps{IV['steady']['t_max_ps']}"), IV_BACKEND))
 
@@ -65,6 +73,11 @@ def iv_check_runs():
             bsp_model.load(IV.get("run_config", "config/bsp/dgmosfet.yaml"), _iv_sets_list(p))
         except Exception as exc:
             raise ValueError(f"iv point {p}: {exc}") from None
+    for p in IV_SEEDS:
+        try:
+            bsp_model.load(IV.get("run_config", "config/bsp/dgmosfet.yaml"), _iv_seed_sets_list(p))
+        except Exception as exc:
+            raise ValueError(f"iv seed {p}: {exc}") from None
 
 
 if IV_ON:
@@ -93,6 +106,31 @@ if IV_ON:
             logf("iv", "point_{point}"),
         benchmark:
             bench("iv", "point_{point}")
+        shell:
+            "OMP_NUM_THREADS={params.nthreads} OPENBLAS_NUM_THREADS={params.nthreads} "
+            "NUMBA_NUM_THREADS={params.nthreads} "
+            "{SOLVER} run {input.cfg:q} --out {params.out:q} --backend {params.backend} --threads {params.nthreads} "
+            "--no-progress {params.sets} > {log:q} 2>&1"
+
+    rule iv_seed:
+        """A short fresh run (iv.low_vg_seed_ps) that the points below iv.low_vg_from start from."""
+        input:
+            cfg=IV.get("run_config", "config/bsp/dgmosfet.yaml"),
+        output:
+            run=res("iv", "runs", IV_MESH, IV_VARIANT, "seed_{point}", "run.json"),
+            state=res("iv", "runs", IV_MESH, IV_VARIANT, "seed_{point}", "final_state.h5"),
+        wildcard_constraints:
+            point=r"vg-?[0-9.]+(_vgb-?[0-9.]+)?_vds-?[0-9.]+",
+        params:
+            out=lambda wc, output: os.path.dirname(output.run),
+            sets=lambda wc: bsp_set_options(_iv_seed_sets_list(wc.point)),
+            backend=IV_BACKEND,
+            nthreads=IV_THREADS,
+        threads: IV_THREADS
+        resources:
+            **cluster(gpu=1 if IV_BACKEND == "cupy" else 0, mem_mb=lambda wc: bsp_mem_mb(IV_MESH), runtime=_iv_minutes),
+        log:
+            logf("iv", "seed_{point}"),
         shell:
             "OMP_NUM_THREADS={params.nthreads} OPENBLAS_NUM_THREADS={params.nthreads} "
             "NUMBA_NUM_THREADS={params.nthreads} "
