@@ -92,13 +92,17 @@ def _num(x) -> str:
     return r.replace("e", ".0e", 1) if "e" in r and "." not in r else r
 
 
+def _bias_sets(iv: dict, vg: float, vds: float) -> list[str]:
+    """KEY=VALUE overrides of the bias of a run at (vg, vds): V_G, or the top gate with the fixed bottom one."""
+    b = iv.get("bottom_gate_V")
+    return [f"bias.V_DS={_num(vds)}"] + ([f"bias.V_G={_num(vg)}"] if b is None else
+                                         [f"bias.V_G_top={_num(vg)}", f"bias.V_G_bottom={_num(b)}"])
+
+
 def run_sets(iv: dict, vg: float, vds: float) -> list[str]:
     """KEY=VALUE overrides of one point's run (bias, steady state, continuation output)."""
-    b = iv.get("bottom_gate_V")
-    bias = [f"bias.V_DS={_num(vds)}"] + ([f"bias.V_G={_num(vg)}"] if b is None else
-                                         [f"bias.V_G_top={_num(vg)}", f"bias.V_G_bottom={_num(b)}"])
     st = iv["steady"]
-    return bias + ["steady.enabled=true", f"steady.window_ps={_num(st['window_ps'])}",
+    return _bias_sets(iv, vg, vds) + ["steady.enabled=true", f"steady.window_ps={_num(st['window_ps'])}",
                    f"steady.rtol={_num(st['rtol'])}", f"steady.conservation_tol={_num(st['conservation_tol'])}",
                    f"time.t_end_ps={_num(st['t_max_ps'])}", "time.steps=null", "continuation.save_final_state=true"] + (
         [f"continuation.ramp_ps={_num(iv['ramp_ps'])}"] if iv.get("ramp_ps") else [])
@@ -106,10 +110,7 @@ def run_sets(iv: dict, vg: float, vds: float) -> list[str]:
 
 def seed_sets(iv: dict, vg: float, vds: float) -> list[str]:
     """KEY=VALUE overrides of a seed run: the bias, low_vg_seed_ps long, no steady stop, final state kept."""
-    b = iv.get("bottom_gate_V")
-    bias = [f"bias.V_DS={_num(vds)}"] + ([f"bias.V_G={_num(vg)}"] if b is None else
-                                         [f"bias.V_G_top={_num(vg)}", f"bias.V_G_bottom={_num(b)}"])
-    return bias + [f"time.t_end_ps={_num(iv['low_vg_seed_ps'])}", "time.steps=null", "continuation.save_final_state=true"]
+    return _bias_sets(iv, vg, vds) + [f"time.t_end_ps={_num(iv['low_vg_seed_ps'])}", "time.steps=null", "continuation.save_final_state=true"]
 
 
 # ---------------------------------------------------------------------------------- collect
