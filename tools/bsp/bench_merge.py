@@ -28,6 +28,7 @@ def merge(out: Path, runs: list[Path]) -> pd.DataFrame:
     steps = [pd.read_csv(r / "steps.csv").assign(run=i + 1) for i, r in enumerate(runs)]
     spread = [pd.read_csv(r / "steps_spread.csv").assign(run=i + 1) for i, r in enumerate(runs)]
     allrows = pd.concat(steps, ignore_index=True)
+    allspread = pd.concat(spread, ignore_index=True)
     order = allrows.drop_duplicates(KEY)[KEY]
     med, spr = [], []
     for _, k in order.iterrows():
@@ -37,8 +38,7 @@ def merge(out: Path, runs: list[Path]) -> pd.DataFrame:
         first.update({c: statistics.median(rows[c]) for c in MEDIAN_COLS})
         first.pop("run")
         med.append(first)
-        sp = pd.concat(spread, ignore_index=True)
-        sp = sp[(sp[KEY] == k.values).all(axis=1)]
+        sp = allspread[(allspread[KEY] == k.values).all(axis=1)]
         spr.append({**{c: first[c] for c in KEY}, "steps": first["steps"],
                     "step_ms_min": sp["step_ms_min"].min(), "step_ms_p10": statistics.median(sp["step_ms_p10"]),
                     "step_ms_median": first["step_ms"], "step_ms_p90": statistics.median(sp["step_ms_p90"]),
