@@ -48,7 +48,8 @@ def library_versions() -> dict:
 
 
 def thread_settings() -> dict:
-    keys = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMBA_NUM_THREADS", "NUMBA_THREADING_LAYER")
+    keys = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMBA_NUM_THREADS", "NUMBA_THREADING_LAYER",
+            "CUDA_VISIBLE_DEVICES")
     out = {"cpu_count": os.cpu_count()}
     try:
         out["affinity"] = len(os.sched_getaffinity(0))

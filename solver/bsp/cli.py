@@ -6,6 +6,7 @@ import json
 import sys
 
 from solver.config import int_option
+from solver.gpuslot import gpu_option
 
 # the bsp subcommands that other modules register: (module, its register function, its subcommands)
 BSP_CLIS = (("solver.bsp.validate", "register", ("validate",)),
@@ -25,6 +26,9 @@ def register(sub, words=()) -> None:
                    help="override a config value, e.g. --set mesh.NX=33 (repeatable)")
     p.add_argument("--backend", choices=["numpy", "numba", "cupy", "auto"], help="shortcut for numerics.backend")
     p.add_argument("--threads", type=int_option(1), help="shortcut for numerics.threads (numba backend)")
+    p.add_argument("--gpu", type=gpu_option, metavar="auto|N",
+                   help="GPU of a host with several: N, or 'auto' = the one with the fewest runs started with "
+                        "--gpu auto (solver/gpuslot.py); placement only, not part of the configuration")
     p.add_argument("--no-resume", action="store_true", help="ignore an existing checkpoint in --out")
     p.add_argument("--overwrite", action="store_true",
                    help="replace the run of another configuration found in --out (its files are removed)")
@@ -70,7 +74,9 @@ def _show_config(args) -> int:
 
 def _run(args) -> int:
     from solver.backend import prewarm
+    from solver.gpuslot import select
 
+    select(args.gpu)  # before CUDA starts: CUDA_VISIBLE_DEVICES
     prewarm(args.backend)  # cupy: the CUDA context in a background thread while the modules load
     from solver.bsp.model import load
 

@@ -50,12 +50,14 @@ def profiles(model, rho, j_sub, eps, deps_dx) -> pd.DataFrame:
     return pd.DataFrame(cols)
 
 
-def scalars_row(model, step, t, dt, rho, j_sub, newton_iterations) -> dict:
-    """Time-series record: mass int N_s dx per metre of width, mean current <j> (A/m)."""
+def scalars_row(model, step, t, dt, rho, j_sub, newton_iterations, contact=None) -> dict:
+    """Time-series record: mass int N_s dx per metre of width, mean current <j> (A/m), and (given
+    ``contact`` = the min and max of Phi on each contact node, see contact_lines) the contact-line
+    monitor ``contact_phi_min``."""
     s = model.scales
     Ns = VALLEY_DEGENERACY * rho.sum(axis=(1, 2)) * s.rho
     j = VALLEY_DEGENERACY * j_sub.sum(axis=(1, 2)) * s.j
-    return {
+    row = {
         "step": int(step),
         "time_s": float(t * s.t),
         "dt_s": float(dt * s.t),
@@ -63,6 +65,42 @@ def scalars_row(model, step, t, dt, rho, j_sub, newton_iterations) -> dict:
         "mean_current_A_per_m": trapezoid(j, model.dx),
         "newton_iterations": int(newton_iterations),
     }
+    if contact is not None:
+        row["contact_phi_min"] = contact_phi_min(contact)
+    return row
+
+
+# The contact-line monitor (docs/iv.md §9-§10).  The contact rule of physics.md §7 carries a mode that
+# grows from round-off on the contact nodes' inflow lines (valley 2, subband 1) and, on the small
+# meshes measured, ends a run with a negative density after ~1-1.5 ps.  contact_phi_min is the most
+# negative Phi on the two contact nodes (x = 0 and NX - 1, all lines), relative to the largest Phi
+# there: healthy runs hold it at the WENO undershoot level (-1e-9 .. -1e-5 in the 3x33 diagnosis
+# runs); the mode takes it through -1e-4 towards -1e-1 before a fault.  A run whose value falls below
+# CONTACT_WARN is flagged in run.json (summary.contact_lines.warning) and its log.
+CONTACT_WARN = -1.0e-3
+
+
+def contact_lines(xp, Phi):
+    """(min, max) of Phi on the two contact nodes, as one small array (read with the other fields)."""
+    ends = Phi[0::Phi.shape[0] - 1] if Phi.shape[0] > 1 else Phi
+    return xp.stack([ends.min(), ends.max()])
+
+
+def contact_phi_min(contact) -> float:
+    lo, hi = (float(v) for v in contact)
+    return lo / hi if hi > 0 else float("nan")
+
+
+def contact_summary(scalars: list[dict]) -> dict | None:
+    """summary.contact_lines of run.json: the most negative contact_phi_min of the run, where, and
+    whether it passed CONTACT_WARN."""
+    rows = [r for r in scalars if r.get("contact_phi_min") is not None and r["contact_phi_min"] == r["contact_phi_min"]]
+    if not rows:
+        return None
+    worst = min(rows, key=lambda r: r["contact_phi_min"])
+    return {"phi_min_rel": worst["contact_phi_min"], "step": worst["step"], "t_ps": worst["time_s"] * 1e12,
+            "final": rows[-1]["contact_phi_min"], "warn_below": CONTACT_WARN,
+            "warning": bool(worst["contact_phi_min"] < CONTACT_WARN)}
 
 
 FIELD_UNITS = {

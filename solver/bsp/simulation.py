@@ -312,13 +312,20 @@ class Simulation:
         if st.N is None:
             st.N = poisson.volume_density(m, be, st.rho, st.chi)
         return {k: be.to_numpy(v) for k, v in dict(
-            V=st.V, N=st.N, eps=st.eps, deps_dx=st.deps_dx, rho=st.rho, chi=st.chi, j_sub=j_sub).items()}
+            V=st.V, N=st.N, eps=st.eps, deps_dx=st.deps_dx, rho=st.rho, chi=st.chi, j_sub=j_sub,
+            contact=output.contact_lines(xp, st.Phi)).items()}
 
     def record_scalars(self, host) -> None:
         st = self.state
         dt = getattr(self, "_last_dt", 0.0)
         self.scalars.append(output.scalars_row(self.model, st.step, st.t, dt, host["rho"], host["j_sub"],
-                                               st.newton_iterations))
+                                               st.newton_iterations, host.get("contact")))
+        c = self.scalars[-1].get("contact_phi_min")
+        if c is not None and c < output.CONTACT_WARN and not getattr(self, "_contact_warned", False):
+            self._contact_warned = True
+            print(f"warning: step {st.step}, t = {st.t * self.model.scales.t * 1e12:.4f} ps: Phi on the contact lines "
+                  f"down to {c:.2e} of its maximum (below {output.CONTACT_WARN:g}): the contact mode of docs/iv.md §9 "
+                  f"is growing; a negative-density fault may follow", file=self.log)
         if self.monitor is not None and not self.monitor.reached:
             row = self.scalars[-1]
             self.monitor.update(st.step, row["time_s"], row["mean_current_A_per_m"], host)
@@ -675,6 +682,9 @@ class Simulation:
         }
         if self.monitor is not None:
             summary["steady"] = {**self.monitor.record(), "final_spreads": steady.spreads(self)}
+        contact = output.contact_summary(self.scalars)
+        if contact is not None:
+            summary["contact_lines"] = contact
         if self.cfg["continuation"]["init_from"]:
             summary["continuation"] = self.source
         timers = self.timer.summary()

@@ -15,7 +15,8 @@
 # iv_scalars_<n>.tar.xz (the full current traces, if under 15 MB), snakemake_<n>.log, status_<n>.txt
 # (the jobs still to run: empty when the study is done).  <n> counts the calls on this machine.
 #   usage (repository root): bash tools/bsp/iv_device.sh            # again until status is empty
-# IV_LIMIT_S, IV_RESULTS, IV_GPU_SLOTS (concurrent points, default 16), CONFIG (default config/gpu.yaml;
+# On a host with several GPUs the points spread over them (the iv rule runs `solver run --gpu auto`).
+# IV_LIMIT_S, IV_RESULTS, IV_GPU_SLOTS (concurrent points, default 16 per GPU), CONFIG (default config/gpu.yaml;
 # config/smoke.yaml tries it on a CPU) are campaign settings, not variants.
 set -u
 export PYTHONUNBUFFERED=1 MPLBACKEND=Agg
@@ -31,7 +32,7 @@ t0=$SECONDS
 M=$(python3 -c "from solver.provenance import machine_tag; print(machine_tag())")
 D=$IV_RESULTS/$M/iv; mkdir -p "$D"
 n=$(ls "$IV_RESULTS"/.call_* 2>/dev/null | wc -l); touch "$IV_RESULTS/.call_$n"
-echo "== call $n on $M: $CONFIG, results in $D, limit ${LIMIT} s"
+echo "== call $n on $M ($(ls /dev/nvidia[0-9]* 2>/dev/null | wc -l) GPUs, $(nproc) cores): $CONFIG, results in $D, limit ${LIMIT} s"
 if command -v nvidia-smi > /dev/null 2>&1; then
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
   echo "== warm the kernel cache ($((SECONDS-t0)) s)"
@@ -39,12 +40,13 @@ if command -v nvidia-smi > /dev/null 2>&1; then
     --set mesh.N_sbn=6 --set mesh.NX=33 --set mesh.NZ=33 --set mesh.NW=150 --set mesh.NPHI=24 \
     --set time.steps=3 --set time.t_end_ps=null 2>&1 | tail -1
 fi
-SMK=(snakemake "$D/figures_of_merit.csv" --cores 16 --configfile "$CONFIG" --config "results_dir=$IV_RESULTS")
+NGPU=$(ls /dev/nvidia[0-9]* 2>/dev/null | wc -l); [ "$NGPU" -ge 1 ] || NGPU=1
+SMK=(snakemake "$D/figures_of_merit.csv" --cores "$(nproc)" --configfile "$CONFIG" --config "results_dir=$IV_RESULTS")
 echo "== snakemake ($((SECONDS-t0)) s)"
 # a call cut by SIGINT leaves .snakemake/ locked and its jobs incomplete: unlock, rerun those
 "${SMK[@]}" --unlock > /dev/null 2>&1
 left=$(( LIMIT - (SECONDS - t0) - 45 ))  # 45 s to stop, collect and pack
-timeout -s INT -k 20 "$left" "${SMK[@]}" --resources gpu="${IV_GPU_SLOTS:-16}" --keep-going --rerun-incomplete \
+timeout -s INT -k 20 "$left" "${SMK[@]}" --resources gpu="${IV_GPU_SLOTS:-$((16 * NGPU))}" --keep-going --rerun-incomplete \
   --rerun-triggers params input > "$OUT/snakemake_$n.log" 2>&1
 echo "snakemake rc=$? ($((SECONDS-t0)) s; 124: cut at the limit, call again)"; tail -3 "$OUT/snakemake_$n.log"
 "${SMK[@]}" -n --quiet rules --rerun-triggers params input > "$OUT/status_$n.txt" 2>&1

@@ -21,6 +21,9 @@ IV_BACKEND = IV.get("backend", "numpy")
 if IV_BACKEND == "auto":
     IV_BACKEND = "cupy" if USE_GPU else "numba"
 IV_THREADS = 1 if IV_BACKEND == "cupy" else int(IV.get("threads", 1))
+# on a host with several GPUs the points spread over them (solver/gpuslot.py; a scheduler's
+# CUDA_VISIBLE_DEVICES wins)
+IV_GPU = "--gpu auto " if IV_BACKEND == "cupy" else ""
 IV_VARIANT = f"{IV_BACKEND}_t{IV_THREADS}"
 IV_BOTTOM = IV.get("bottom_gate_V")
 IV_SOURCES = {bsp_iv.point_name(g, d, IV_BOTTOM): bsp_iv.source_name(s, IV_BOTTOM)
@@ -110,7 +113,7 @@ if IV_ON:
             "OMP_NUM_THREADS={params.nthreads} OPENBLAS_NUM_THREADS={params.nthreads} "
             "NUMBA_NUM_THREADS={params.nthreads} "
             "{SOLVER} run {input.cfg:q} --out {params.out:q} --backend {params.backend} --threads {params.nthreads} "
-            "--no-progress {params.sets} > {log:q} 2>&1"
+            "{IV_GPU}--no-progress {params.sets} > {log:q} 2>&1"
 
     rule iv_seed:
         """A short fresh run (iv.low_vg_seed_ps) that the points below iv.low_vg_from start from."""
@@ -135,7 +138,7 @@ if IV_ON:
             "OMP_NUM_THREADS={params.nthreads} OPENBLAS_NUM_THREADS={params.nthreads} "
             "NUMBA_NUM_THREADS={params.nthreads} "
             "{SOLVER} run {input.cfg:q} --out {params.out:q} --backend {params.backend} --threads {params.nthreads} "
-            "--no-progress {params.sets} > {log:q} 2>&1"
+            "{IV_GPU}--no-progress {params.sets} > {log:q} 2>&1"
 
     def _iv_caption(name):
         return dict(caption=report_caption(name), category="I-V characteristics", subcategory="steady state")
