@@ -86,6 +86,9 @@ def test_points_and_chains():
     assert src[(0.1, 0.05)] is None and src[(0.1, 0.2)] == (0.1, 0.05) and src[(0.1, 0.4)] == (0.1, 0.2)
     assert src[(-0.3, 0.4)] == (-0.3, 0.05)
     assert iv.point_name(0.5, 0.1) == "vg0.500_vds0.100"
+    # iv.skip leaves pairs of the grid out (and only them; a pair not in the grid changes nothing)
+    kept = iv.points({**STUDY, "skip": [[-0.3, 0.05], [0.1, 0.2], [9.0, 9.0]]})
+    assert sorted(set(pts) - set(kept)) == [(-0.3, 0.05), (0.1, 0.2)] and len(kept) == len(pts) - 2
     assert iv.point_name(0.5, 0.1, 0.0) == "vg0.500_vgb0.000_vds0.100"
 
 

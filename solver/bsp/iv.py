@@ -32,9 +32,10 @@ def point_name(vg: float, vds: float, bottom=None) -> str:
 
 
 def points(iv: dict) -> list[tuple[float, float]]:
-    """Every (V_G, V_DS) of the study, once, sorted."""
+    """Every (V_G, V_DS) of the study, once, sorted, less the pairs in ``skip``."""
     pts = {(round(float(g), 6), round(float(d), 6)) for d in iv["idvg_vds"] for g in iv["vg"]}
     pts |= {(round(float(g), 6), round(float(d), 6)) for g in iv["idvd_vg"] for d in iv["vds"]}
+    pts -= {(round(float(g), 6), round(float(d), 6)) for g, d in iv.get("skip") or ()}
     return sorted(pts)
 
 
