@@ -40,6 +40,12 @@ if command -v nvidia-smi > /dev/null 2>&1; then
     --set mesh.N_sbn=6 --set mesh.NX=33 --set mesh.NZ=33 --set mesh.NW=150 --set mesh.NPHI=24 \
     --set time.steps=3 --set time.t_end_ps=null 2>&1 | tail -1
 fi
+# the tables of an earlier call's partial collect (below) are not the rule's: remove them, or Snakemake
+# (which cannot tell: --rerun-triggers without mtime) would take them as the study's
+if [ -f "$D/.partial" ]; then
+  rm -f "$D"/points.csv "$D"/curves.csv "$D"/traces.csv "$D"/figures_of_merit.csv "$D"/idvg_log.png \
+    "$D"/idvg_linear.png "$D"/idvd.png "$D"/traces.png "$D/.partial"
+fi
 NGPU=$(ls /dev/nvidia[0-9]* 2>/dev/null | wc -l); [ "$NGPU" -ge 1 ] || NGPU=1
 SMK=(snakemake "$D/figures_of_merit.csv" --cores "$(nproc)" --configfile "$CONFIG" --config "results_dir=$IV_RESULTS")
 echo "== snakemake ($((SECONDS-t0)) s)"
@@ -57,7 +63,7 @@ if [ ! -f "$D/figures_of_merit.csv" ] || [ -n "$(find "$D/runs" -name run.json -
   runs=$(ls -d "$D"/runs/*/*/vg*/ 2>/dev/null | while read -r r; do [ -f "$r/run.json" ] && echo "$r"; done)
   study=$(python3 -c "import json, yaml; c = yaml.safe_load(open('$CONFIG'))['iv']; print(json.dumps({k: c.get(k) for k in ('vg', 'idvg_vds', 'idvd_vg', 'vds', 'vth_current_A_per_m', 'bottom_gate_V')}))")
   # shellcheck disable=SC2086
-  if [ -n "$runs" ]; then python3 -m solver bsp iv collect $runs --study "$study" --out "$D"; else echo "no point finished"; fi
+  if [ -n "$runs" ]; then python3 -m solver bsp iv collect $runs --study "$study" --out "$D" && touch "$D/.partial"; else echo "no point finished"; fi
 fi
 python3 tools/bsp/iv_pack.py "$D" "$OUT" "$n"
 if [ -f "$D/points.csv" ]; then
