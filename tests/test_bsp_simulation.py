@@ -65,9 +65,12 @@ def test_resume_after_interrupt_matches_uninterrupted_run(tmp_path, dies_after, 
     assert (b / CHECKPOINT).exists() and not (b / "profiles.csv").exists()
     with h5py.File(b / CHECKPOINT, "r") as f:
         assert f.attrs["step"] == 2
+        wall_first = float(f.attrs["wall_s_run"])  # the first process's wall time up to its checkpoint
     (b / "profiles_t0.csv").unlink()  # as if only the checkpoint had survived
     r = sim_of(cfg, b).run(resume=True)
     assert r["summary"]["steps"] == 6
+    # run.json's wall_s is the resumed process's; wall_s_run adds the first process's up to the checkpoint
+    assert wall_first > 0 and r["summary"]["wall_s_run"] == pytest.approx(wall_first + r["summary"]["wall_s"], abs=0.05)
     assert not (b / CHECKPOINT).exists()  # removed once the run is complete
     for name in ("profiles_t0.csv", "profiles.csv"):
         pa, pb = pd.read_csv(a / name), pd.read_csv(b / name)

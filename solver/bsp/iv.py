@@ -137,9 +137,10 @@ def read_point(run_dir) -> dict:
         "charging": st.get("charging"),
         "face_spread": (st.get("final_spreads") or {}).get("face"),
         "init_from": Path(src["init_from"]).name if src.get("init_from") else "",
-        "wall_s": s["wall_s"],
+        "wall_s": s["wall_s"],  # the last process's
+        "wall_s_run": s.get("wall_s_run"),  # all the run's processes (resumed runs); empty: not recorded
         "startup_s": s["startup_s"],
-        "commit": (rec.get("git") or {}).get("commit", ""),
+        "commit": (rec.get("git") or {}).get("source_commit") or (rec.get("git") or {}).get("commit", ""),
     }
 
 

@@ -375,6 +375,8 @@ class Simulation:
                 f.attrs["initcond_iterations"] = eq.initcond_iterations
                 f.attrs["thermequil_iterations"] = eq.thermequil_iterations
                 f.attrs["startup_s"] = self.startup_s
+                if self._wall_so_far() is not None:
+                    f.attrs["wall_s_run"] = self._wall_so_far()
                 f.attrs["config_hash"] = provenance.config_hash(self.cfg)
                 f.attrs["bias_V"] = list(_bias_volts(self.cfg))
                 if name == FINAL_STATE:  # checked by a run that starts from this state
@@ -424,6 +426,8 @@ class Simulation:
                                   A=float(f.attrs["A"]), initcond_iterations=int(f.attrs["initcond_iterations"]),
                                   thermequil_iterations=int(f.attrs["thermequil_iterations"]))
             self.startup_s = float(f.attrs["startup_s"])
+            # wall time of the processes before this one, up to the checkpoint (older checkpoints: unknown)
+            self._wall_before = float(f.attrs["wall_s_run"]) if "wall_s_run" in f.attrs else None
             if "scalars" in f:
                 self.scalars = _read_table(f["scalars"]).to_dict("records")
             if "profiles_t0" in f:
@@ -562,7 +566,8 @@ class Simulation:
         """Run to the end; resume from a checkpoint of this configuration in the output folder
         unless ``resume`` is False; a folder holding another configuration's run is refused
         unless ``overwrite``."""
-        wall0 = time.perf_counter()
+        self._wall0 = wall0 = time.perf_counter()
+        self._wall_before = 0.0
         self._timer_rows: list[dict] = []
         resumed = False
         if self.out is not None:
@@ -664,6 +669,16 @@ class Simulation:
         self.record_scalars(self.host_fields(self.state))
         return True
 
+    def _wall_so_far(self) -> float | None:
+        """Wall time of this run up to now over all its processes (a resumed run adds the time of the
+        earlier ones up to the checkpoint it resumed from; the work they did after it is redone and
+        counted once); None where an older checkpoint did not record it."""
+        before = getattr(self, "_wall_before", 0.0)
+        wall0 = getattr(self, "_wall0", None)
+        if before is None or wall0 is None:
+            return None
+        return before + time.perf_counter() - wall0
+
     def finish(self, host, final: pd.DataFrame, wall_s: float) -> dict:
         import pandas as pd
 
@@ -674,6 +689,7 @@ class Simulation:
             "mean_current_A_per_m": self.scalars[-1]["mean_current_A_per_m"],
             "total_mass_per_m": self.scalars[-1]["total_mass_per_m"],
             "wall_s": wall_s,
+            "wall_s_run": self._wall_so_far(),  # wall_s of all the run's processes (resumes)
             "startup_s": self.startup_s,
             "initcond_iterations": self.eq.initcond_iterations,
             "thermequil_iterations": self.eq.thermequil_iterations,

@@ -14,7 +14,8 @@
 # of merit, every run's run.json and profiles.csv, thinned current traces, logs; tools/bsp/iv_pack.py),
 # iv_scalars_<n>.tar.xz (the full current traces, if under 15 MB), snakemake_<n>.log, status_<n>.txt
 # (the jobs still to run: empty when the study is done).  <n> counts the calls on this machine.
-#   usage (repository root): bash tools/bsp/iv_device.sh            # again until status is empty
+#   usage (repository root): SOLVER_SOURCE_COMMIT=<commit sent> bash tools/bsp/iv_device.sh   # again until status is empty
+# (the device copy may carry an older .git: SOLVER_SOURCE_COMMIT names the code in every run.json)
 # On a host with several GPUs the points spread over them (the iv rule runs `solver run --gpu auto`).
 # IV_LIMIT_S, IV_RESULTS, IV_GPU_SLOTS (concurrent points, default 16 per GPU), CONFIG (default config/gpu.yaml;
 # config/smoke.yaml tries it on a CPU) are campaign settings, not variants.
