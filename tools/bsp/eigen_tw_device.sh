@@ -14,7 +14,7 @@ PY=python3; L=/tmp/eigen_tw; rm -rf "$L"; mkdir -p "$L"; t0=$SECONDS
 BUDGET=${BUDGET:-225}
 left() { echo $(( BUDGET - (SECONDS - t0) )); }
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv > "$L/nvidia_smi.csv"
-git log -1 --format=%h > "$L/commit.txt" 2>/dev/null || true
+cat COMMIT > "$L/commit.txt" 2>/dev/null || true; export SOLVER_SOURCE_COMMIT=$(cat COMMIT 2>/dev/null || echo unknown)
 CFG=config/bsp/dgmosfet.yaml; STD=6x65x65x300x48; NZ129=6x65x129x300x48
 echo "== gpu tests ($((SECONDS-t0)) s)"
 timeout 90 $PY -m pytest -m gpu -q -p no:cacheprovider \
@@ -45,7 +45,7 @@ fi
     n=$(basename "$d"); tail -n +2 "$d/steps.csv" 2>/dev/null | awk -F, -v n="$n" '{print n","$1","$8","$5","$6","$9}'
   done
   echo "-- ncu (us)"
-  grep -E "eigenvalues_|ipim_" "$L/ncu.csv" 2>/dev/null | awk -F'","' '{print $5, $NF}' | sed 's/"//g' | sort | uniq -c | head -20
+  grep -E "eigenvalues_|ipim_" "$L/ncu.csv" 2>/dev/null | awk -F'","' '{print $5, $(NF-1), $NF}' | sed 's/"//g' | head -20
   echo "-- tests"; tail -2 "$L/pytest_gpu.log"
 } > "$L/summary.txt" 2>&1
 tar czf "$OUT/eigen_tw.tgz" -C /tmp eigen_tw
