@@ -107,7 +107,8 @@ def test_emulated_tw_far_off_and_clustered(emulated_cuda):
 @pytest.mark.parametrize("mesh", MESHES)
 def test_emulated_ipim_t_matches_ipim_a_and_lapack(emulated_cuda, mesh, rng):
     """ipim_t from the same eigenvalues and diagonals as ipim_a: the vectors to 1e-13 of ipim_a and
-    to 1e-9 of LAPACK (the bound of test_bsp_kernels_cuda_eigen), orthonormal to 1e-12."""
+    to 1e-9 of LAPACK (the bound of test_bsp_kernels_cuda_eigen), orthonormal to 1e-12; the matrix
+    from shared memory and blocks of 64 give the same bits."""
     ce = emulated_cuda.eigen
     m = model(*mesh)
     ic = poisson.initcond(m, NP)
@@ -115,6 +116,8 @@ def test_emulated_ipim_t_matches_ipim_a_and_lapack(emulated_cuda, mesh, rng):
         e0, Dg = ce.eigenvalues(m, V)
         ca = ce.ipim(m, e0, Dg, variant="a")
         ct = ce.ipim_t(m, e0, Dg)
+        np.testing.assert_array_equal(ce.ipim_t(m, e0, Dg, shared=True), ct)  # the matrix from shared memory
+        np.testing.assert_array_equal(ce.ipim_t(m, e0, Dg, block=64), ct)
         assert np.abs(ct - ca).max() <= 1e-13 * np.abs(ca).max()
         el, cl = schrodinger.eigen_host(m, V)
         assert np.abs(ct - cl).max() < 1e-9 * np.abs(cl).max()
@@ -178,6 +181,8 @@ def test_cuda_twisted_matches_newton(cupy_backend, mesh, rng):
     assert int(its_t.max()) <= int(its_n.max()) + 1
     ca, ct = eigen.ipim(m, e_n, Dg_n), eigen.ipim_t(m, e_n, Dg_n)
     assert float(xp.abs(ct - ca).max()) <= 1e-12 * float(xp.abs(ca).max())
+    assert bool(xp.array_equal(eigen.ipim_t(m, e_n, Dg_n, shared=True), ct))
+    assert bool(xp.array_equal(eigen.eigenvalues_tw(m, V1, e_prev, block=32)[0], e_t))
     for _ in range(2):
         e2, Dg2 = eigen.eigenvalues_tw(m, V1, e_prev)
         assert bool(xp.array_equal(e2, e_t)) and bool(xp.array_equal(eigen.ipim_t(m, e_n, Dg_n), ct))

@@ -9,7 +9,7 @@
 #   ncu     kernel durations of the four kernels (if time is left)
 # Everything goes to $OUT/eigen_tw.tgz and $OUT/summary.txt; a short table is printed last.
 set -u
-export PYTHONUNBUFFERED=1 MPLBACKEND=Agg
+export PYTHONUNBUFFERED=1 MPLBACKEND=Agg PYTHONPATH=.
 PY=python3; L=/tmp/eigen_tw; rm -rf "$L"; mkdir -p "$L"; t0=$SECONDS
 BUDGET=${BUDGET:-225}
 left() { echo $(( BUDGET - (SECONDS - t0) )); }
@@ -33,7 +33,7 @@ timeout $(( $(left) - 12 > 15 ? $(left) - 12 : 15 )) $PY tools/bsp/eigen_tw_prob
   > "$L/probe.log" 2>&1 || echo "probe: exit $?"
 if [ "$(left)" -gt 22 ] && command -v ncu > /dev/null; then
   echo "== ncu ($((SECONDS-t0)) s)"
-  timeout $(( $(left) - 5 )) ncu --target-processes all -k "regex:eigenvalues_(nr|tw)|ipim_(a|t)" --launch-count 16 \
+  timeout $(( $(left) - 5 )) ncu --target-processes all -k "regex:eigenvalues_(nr|tw)|ipim_(a|t)" --launch-count 70 \
     --metrics gpu__time_duration.sum --csv $PY tools/bsp/eigen_tw_probe.py --load "$L" --reps 1 > "$L/ncu.csv" 2> "$L/ncu.err"
   echo "ncu exit $?"
 fi

@@ -59,11 +59,17 @@ def main():
         rel_c_tw = float(cp.abs(ct - ca).max() / cp.abs(ca).max())
         rep = all(bool(cp.array_equal(eig.eigenvalues_tw(m, V, levels)[0], et)) and
                   bool(cp.array_equal(eig.ipim_t(m, et, Dt), ct)) for _ in range(3))
+        rep = rep and bool(cp.array_equal(eig.ipim_t(m, et, Dt, shared=True), ct))
         tm = SpinTimer(cp)
         t = {"eigenvalues_nr": tm(lambda: eig.eigenvalues_nr(m, V, levels), a.reps)[0],
              "ipim_a": tm(lambda: eig.ipim(m, en, Dn, "a"), a.reps)[0],
              "eigenvalues_tw": tm(lambda: eig.eigenvalues_tw(m, V, levels), a.reps)[0],
-             "ipim_t": tm(lambda: eig.ipim_t(m, et, Dt), a.reps)[0]}
+             "ipim_t": tm(lambda: eig.ipim_t(m, et, Dt), a.reps)[0],
+             # candidates: other blocks, ipim_t's matrix from shared memory
+             "eigenvalues_tw_b32": tm(lambda: eig.eigenvalues_tw(m, V, levels, block=32), a.reps)[0],
+             "ipim_t_b64": tm(lambda: eig.ipim_t(m, et, Dt, block=64), a.reps)[0],
+             "ipim_t_shared": tm(lambda: eig.ipim_t(m, et, Dt, shared=True), a.reps)[0],
+             "ipim_b": tm(lambda: eig.ipim(m, en, Dn, "b"), a.reps)[0]}
         cp.cuda.Device().synchronize()
         row = {"NZ": NZ, **{f"{k}_us": round(v * 1e6, 2) for k, v in t.items()},
                "newton_pair_us": round((t["eigenvalues_nr"] + t["ipim_a"]) * 1e6, 2),

@@ -115,12 +115,14 @@ TW_BLOCK = 64  # eigenvalues_tw: 32 eigenvalues (pairs of lanes) per block; whol
 TW_IPIM_BLOCK = 32  # ipim_t: 32 eigenpairs per block (the same MAXM: one module for both kernels)
 
 
-def _tw_function(kernel, n, NS, block):
-    """Kernel ``eigenvalues_tw`` or ``ipim_t`` of eigen_tw.cu (defines N, MAXM, SIGN_THRESHOLD)."""
+def _tw_function(kernel, n, NS, block, shared=False):
+    """Kernel ``eigenvalues_tw`` or ``ipim_t`` of eigen_tw.cu (defines N, MAXM, SIGN_THRESHOLD,
+    IPIM_SHARED: ipim_t's matrix from shared memory, else from global memory, the default)."""
     if n < 3:
         raise ValueError(f"eigen_tw.cu needs NZ >= 5, not NZ = {n + 2}")
     pairs = block // 2 if kernel == "eigenvalues_tw" else block
-    defines = {"N": n, "MAXM": ipim_maxm(NS, pairs), "SIGN_THRESHOLD": repr(schrodinger.SIGN_THRESHOLD)}
+    defines = {"N": n, "MAXM": ipim_maxm(NS, pairs), "SIGN_THRESHOLD": repr(schrodinger.SIGN_THRESHOLD),
+               "IPIM_SHARED": int(bool(shared))}
     return _build.function(TW_SOURCE, kernel, OPTIONS, defines)
 
 
@@ -149,14 +151,15 @@ def eigenvalues_tw(model, V, levels=None, block=TW_BLOCK, iterations=False):
     return (eps, Dg, its) if iterations else (eps, Dg)
 
 
-def ipim_t(model, eps, Dg, block=TW_IPIM_BLOCK):
-    """Kernel ``ipim_t``: chi (NX, 3, N_sbn, NZ) as ``ipim`` returns it (LU once, reciprocals kept)."""
+def ipim_t(model, eps, Dg, block=TW_IPIM_BLOCK, shared=False):
+    """Kernel ``ipim_t``: chi (NX, 3, N_sbn, NZ) as ``ipim`` returns it (LU once, reciprocals kept);
+    ``shared``: the matrix from shared memory (the same bits)."""
     NX, _, NS = eps.shape
     n = Dg.shape[-1]
     NZ = n + 2
     kd, ko, Vc, pivmin = _static(model, n)
     chi = cp.empty((NX, K.N_VALLEYS, NS, NZ))
-    _build.launch(_tw_function("ipim_t", n, NS, block), NX * K.N_VALLEYS * NS, block,
+    _build.launch(_tw_function("ipim_t", n, NS, block, shared), NX * K.N_VALLEYS * NS, block,
                   (eps, Dg, ko, np.float64(pivmin), np.float64(1.0 / math.sqrt(model.dz)), np.int32(NX),
                    np.int32(NZ), np.int32(NS), chi))
     return chi

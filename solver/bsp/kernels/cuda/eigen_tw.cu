@@ -3,8 +3,8 @@
    eigen.cu's ipim (the same safeguarded Newton-Raphson, the same LU of T - lam I, the same start
    vector, sweeps and sign rule), with shorter dependent chains: both kernels are latency-bound (one
    warp per SM, every thread a sequential recurrence of ~N double divisions per evaluation / sweep).
-   Compiled with the defines N = NZ - 2, MAXM (most (i, nu) matrices a block touches) and
-   SIGN_THRESHOLD = schrodinger.SIGN_THRESHOLD.
+   Compiled with the defines N = NZ - 2, MAXM (most (i, nu) matrices a block touches),
+   SIGN_THRESHOLD = schrodinger.SIGN_THRESHOLD and IPIM_SHARED (0 or 1).
 
    eigenvalues_tw: TWO threads per eigenvalue (lanes 2e, 2e + 1 of one warp).  An evaluation at x is
      the inertia of the twisted factorization T - x I = N_K Delta N_K^T (twist K = N / 2):
@@ -22,7 +22,8 @@
      (coalesced; the block's first lane of a matrix also stores it in Dg for ipim_t).  The lanes of a
      warp loop until all of its eigenvalues are done (the shuffles need the whole warp), each pair
      updating only until its own convergence: iters counts that pair's evaluations as eigen_nr.cu does.
-   ipim_t: one thread per eigenpair (as ipim_b: the block's matrices in shared memory).  The LU of
+   ipim_t: one thread per eigenpair, the matrix from global memory as ipim_a (IPIM_SHARED = 1: from
+     shared memory as ipim_b, loaded once per block; the same results).  The LU of
      T - lam I (dgttrf's scheme, eigen.cu's operations) is formed once, in the first sweep, fused with
      its forward substitution; the multipliers, pivots and reciprocals 1 / a_k are kept, so sweeps 2
      and 3 substitute only, and every back substitution multiplies by 1 / a_k instead of dividing
@@ -200,10 +201,11 @@ extern "C" __global__ void ipim_t(
     const double pivmin, const double scale, const int NX, const int NZ, const int NS,
     double* __restrict__ chi)
 {
-    __shared__ double sdg[MAXM * N];
-    __shared__ double se[3 * N];
     const int nthr = NX * 3 * NS;
     const int t0 = blockIdx.x * blockDim.x;
+#if IPIM_SHARED
+    __shared__ double sdg[MAXM * N];
+    __shared__ double se[3 * N];
     const int m0 = t0 / NS;
     int tl = t0 + (int)blockDim.x - 1;
     if (tl > nthr - 1) tl = nthr - 1;
@@ -218,19 +220,29 @@ extern "C" __global__ void ipim_t(
     if (t >= nthr) return;
     const double* dg = sdg + (t / NS - m0) * N;
     const double* eg = se + ((t / NS) % 3) * N;
+#define EG(j) eg[j]
+#else
+    // the matrix from global memory (L1), as ipim_a: without shared memory the L1 keeps the
+    // per-thread factors (eigen.cu's ipim_a beat ipim_b on the H200 at every NZ)
+    const int t = t0 + (int)threadIdx.x;
+    if (t >= nthr) return;
+    const double* dg = Dg + (size_t)(t / NS) * N;
+    const double* eg = ko + ((t / NS) % 3) * (N - 1);
+#define EG(j) ((j) < N - 1 ? eg[j] : 0.0)
+#endif
     const double lam = eps[t];
     double u1[N], u2[N], f[N], ra[N], x[N];
     unsigned char piv[N];
     double anorm = 0.0;
-    for (int j = 0; j < N; ++j) anorm = fmax(anorm, fabs(dg[j] - lam) + fabs(eg[j]) + (j ? fabs(eg[j - 1]) : 0.0));
+    for (int j = 0; j < N; ++j) anorm = fmax(anorm, fabs(dg[j] - lam) + fabs(EG(j)) + (j ? fabs(EG(j - 1)) : 0.0));
     const double tiny = fmax(DBL_EPSILON_TW * anorm, pivmin);
     for (int j = 0; j < N; ++j) x[j] = 1.0 + 1e-3 * (double)((j * 7919) % 97) / 97.0;  // fixed start vector
     for (int sweep = 0; sweep < 3; ++sweep) {
         if (sweep == 0) {
             // dgttrf of T - lam I (eigen.cu's operations), fused with the forward substitution
-            double ak = dg[0] - lam, u1k = eg[0];
+            double ak = dg[0] - lam, u1k = EG(0);
             for (int k = 0; k < N - 1; ++k) {
-                double lk = eg[k], ak1 = dg[k + 1] - lam, u1k1 = eg[k + 1];
+                double lk = EG(k), ak1 = dg[k + 1] - lam, u1k1 = EG(k + 1);
                 u2[k] = 0.0;
                 if (fabs(ak) >= fabs(lk)) {
                     if (fabs(ak) < tiny) ak = (ak < 0.0) ? -tiny : tiny;
@@ -279,4 +291,5 @@ extern "C" __global__ void ipim_t(
     out[0] = 0.0;
     out[NZ - 1] = 0.0;
     for (int j = 0; j < N; ++j) out[j + 1] = sg * scale * x[j];
+#undef EG
 }
