@@ -125,6 +125,33 @@ def test_emulated_ipim_t_matches_ipim_a_and_lapack(emulated_cuda, mesh, rng):
         np.testing.assert_allclose(G, np.broadcast_to(np.eye(m.N_sbn), G.shape), atol=1e-12)
 
 
+@pytest.mark.parametrize("mesh", MESHES[:3])
+def test_emulated_candidates_rcp_and_carry(emulated_cuda, mesh, rng):
+    """The candidates of eigen_tw.cu (off by default, docs/performance-iter-eigen.md §5): TW_CARRY
+    gives ipim_t's bits; TW_RCP (one division per node) keeps the levels within 16 DBL_EPSILON ||T||
+    of eigvalsh and eigenvalues_nr in as many evaluations (+1), the vectors within 1e-13 of ipim_a."""
+    ce = emulated_cuda.eigen
+    m = model(*mesh)
+    V = _ic_V(m)
+    e_prev, _ = ce.eigenvalues_nr(m, V)
+    e_cold, _ = ce.eigenvalues_tw(m, V, rcp=True)
+    el, tn = _eigvalsh(m, V)
+    assert np.all(np.abs(e_cold - el) <= TOL * tn[..., None])
+    for dv in (1e-6, 1e-3):
+        V1 = np.ascontiguousarray(V + dv * np.abs(V).max() * rng.standard_normal(V.shape))
+        e_n, Dg_n, its_n = ce.eigenvalues_nr(m, V1, e_prev, iterations=True)
+        e_r, Dg_r, its_r = ce.eigenvalues_tw(m, V1, e_prev, iterations=True, rcp=True)
+        np.testing.assert_array_equal(Dg_r, Dg_n)
+        el, tn = _eigvalsh(m, V1)
+        assert np.all(np.abs(e_r - el) <= TOL * tn[..., None]) and np.all(np.abs(e_r - e_n) <= TOL * tn[..., None])
+        assert its_r.max() <= its_n.max() + 1
+        ca, ct = ce.ipim(m, e_n, Dg_n, variant="a"), ce.ipim_t(m, e_n, Dg_n)
+        np.testing.assert_array_equal(ce.ipim_t(m, e_n, Dg_n, carry=True), ct)
+        for kw in ({"rcp": True}, {"rcp": True, "carry": True}):
+            c = ce.ipim_t(m, e_n, Dg_n, **kw)
+            assert np.abs(c - ca).max() <= 1e-13 * np.abs(ca).max(), kw
+
+
 def test_emulated_eigen_twisted_is_the_default(emulated_cuda, rng):
     """numerics.eigen auto = twisted: eigen runs eigenvalues_tw + ipim_t (bitwise their results),
     numerics.ipim is not used; newton stays eigenvalues_nr + ipim."""

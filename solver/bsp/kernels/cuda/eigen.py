@@ -115,20 +115,22 @@ TW_BLOCK = 64  # eigenvalues_tw: 32 eigenvalues (pairs of lanes) per block; whol
 TW_IPIM_BLOCK = 32  # ipim_t: 32 eigenpairs per block (the same MAXM: one module for both kernels)
 
 
-def _tw_function(kernel, n, NS, block, shared=False):
+def _tw_function(kernel, n, NS, block, shared=False, rcp=False, carry=False):
     """Kernel ``eigenvalues_tw`` or ``ipim_t`` of eigen_tw.cu (defines N, MAXM, SIGN_THRESHOLD,
-    IPIM_SHARED: ipim_t's matrix from shared memory, else from global memory, the default)."""
+    IPIM_SHARED: ipim_t's matrix from shared memory, else from global memory, the default; the
+    candidates TW_RCP, TW_CARRY, off by default: eigen_tw.cu's header)."""
     if n < 3:
         raise ValueError(f"eigen_tw.cu needs NZ >= 5, not NZ = {n + 2}")
     pairs = block // 2 if kernel == "eigenvalues_tw" else block
     defines = {"N": n, "MAXM": ipim_maxm(NS, pairs), "SIGN_THRESHOLD": repr(schrodinger.SIGN_THRESHOLD),
-               "IPIM_SHARED": int(bool(shared))}
+               "IPIM_SHARED": int(bool(shared)), "TW_RCP": int(bool(rcp)), "TW_CARRY": int(bool(carry))}
     return _build.function(TW_SOURCE, kernel, OPTIONS, defines)
 
 
-def eigenvalues_tw(model, V, levels=None, block=TW_BLOCK, iterations=False):
+def eigenvalues_tw(model, V, levels=None, block=TW_BLOCK, iterations=False, rcp=False):
     """Kernel ``eigenvalues_tw`` (two threads per eigenvalue): as ``eigenvalues_nr`` (warm start from
-    ``levels``, else the bisection; ``iterations``: the Sturm evaluations per eigenvalue)."""
+    ``levels``, else the bisection; ``iterations``: the Sturm evaluations per eigenvalue; ``rcp``:
+    the candidate TW_RCP)."""
     if block % 32:
         raise ValueError(f"eigenvalues_tw needs blocks of whole warps (the shuffles), not {block}")
     V = f64(cp, V)
@@ -145,21 +147,21 @@ def eigenvalues_tw(model, V, levels=None, block=TW_BLOCK, iterations=False):
             raise ValueError(f"levels have shape {prev.shape}, expected {eps.shape}")
     else:
         prev = eps  # not read
-    _build.launch(_tw_function("eigenvalues_tw", n, NS, block), 2 * NX * K.N_VALLEYS * NS, block,
+    _build.launch(_tw_function("eigenvalues_tw", n, NS, block, rcp=rcp), 2 * NX * K.N_VALLEYS * NS, block,
                   (V, kd, ko, Vc, prev, np.float64(pivmin), np.int32(NX), np.int32(NZ), np.int32(NS),
                    np.int32(warm), eps, Dg, its))
     return (eps, Dg, its) if iterations else (eps, Dg)
 
 
-def ipim_t(model, eps, Dg, block=TW_IPIM_BLOCK, shared=False):
+def ipim_t(model, eps, Dg, block=TW_IPIM_BLOCK, shared=False, rcp=False, carry=False):
     """Kernel ``ipim_t``: chi (NX, 3, N_sbn, NZ) as ``ipim`` returns it (LU once, reciprocals kept);
-    ``shared``: the matrix from shared memory (the same bits)."""
+    ``shared``: the matrix from shared memory (the same bits); ``rcp``, ``carry``: the candidates."""
     NX, _, NS = eps.shape
     n = Dg.shape[-1]
     NZ = n + 2
     kd, ko, Vc, pivmin = _static(model, n)
     chi = cp.empty((NX, K.N_VALLEYS, NS, NZ))
-    _build.launch(_tw_function("ipim_t", n, NS, block, shared), NX * K.N_VALLEYS * NS, block,
+    _build.launch(_tw_function("ipim_t", n, NS, block, shared, rcp, carry), NX * K.N_VALLEYS * NS, block,
                   (eps, Dg, ko, np.float64(pivmin), np.float64(1.0 / math.sqrt(model.dz)), np.int32(NX),
                    np.int32(NZ), np.int32(NS), chi))
     return chi

@@ -4,7 +4,10 @@
    vector, sweeps and sign rule), with shorter dependent chains: both kernels are latency-bound (one
    warp per SM, every thread a sequential recurrence of ~N double divisions per evaluation / sweep).
    Compiled with the defines N = NZ - 2, MAXM (most (i, nu) matrices a block touches),
-   SIGN_THRESHOLD = schrodinger.SIGN_THRESHOLD and IPIM_SHARED (0 or 1).
+   SIGN_THRESHOLD = schrodinger.SIGN_THRESHOLD, IPIM_SHARED (0 or 1) and the candidates (0 = off, the
+   default; not measured on a device yet, docs/performance-iter-eigen.md §5): TW_RCP (one division
+   per node: 1/q kept and multiplied, in both kernels; rounding changes), TW_CARRY (ipim_t's
+   substitutions carry x_k in registers; the same operations, the same bits).
 
    eigenvalues_tw: TWO threads per eigenvalue (lanes 2e, 2e + 1 of one warp).  An evaluation at x is
      the inertia of the twisted factorization T - x I = N_K Delta N_K^T (twist K = N / 2):
@@ -48,6 +51,27 @@ __device__ __forceinline__ void tw_half(const double* d, const double* e, double
     double q = d[j0] - x, dq = -1.0;
     if (fabs(q) < pivmin) q = -pivmin;
     c = q < 0.0;
+#if TW_RCP
+    // candidate (not the default; docs/performance-iter-eigen.md §5): one division per node, 1/q
+    // kept and multiplied (three divisions per node otherwise; each FP64 division is a called
+    // sequence that does not overlap the next)
+    double r = 1.0 / q;
+    s = dq * r;
+    for (int k = 1; k < nk; ++k) {
+        const int j = j0 + sg * k;
+        double ee = e[j + h - 1];
+        double e2q = ee * ee * r;
+        dq = -1.0 + e2q * dq * r;
+        q = d[j] - x - e2q;
+        if (fabs(q) < pivmin) q = -pivmin;
+        r = 1.0 / q;
+        c += q < 0.0;
+        s += dq * r;
+    }
+    double ee = e[TWIST + h - 1];
+    X = ee * ee * r;
+    Xd = X * dq * r;
+#else
     s = dq / q;
     for (int k = 1; k < nk; ++k) {
         const int j = j0 + sg * k;
@@ -62,6 +86,7 @@ __device__ __forceinline__ void tw_half(const double* d, const double* e, double
     double ee = e[TWIST + h - 1];
     X = ee * ee / q;
     Xd = X * dq / q;
+#endif
 }
 
 // The whole evaluation at x (both lanes of the pair get the same c and s).
@@ -241,31 +266,69 @@ extern "C" __global__ void ipim_t(
         if (sweep == 0) {
             // dgttrf of T - lam I (eigen.cu's operations), fused with the forward substitution
             double ak = dg[0] - lam, u1k = EG(0);
+#if TW_CARRY
+            // candidate (bitwise the same operations): x_k carried in a register, not reloaded
+            double xk = x[0];
+#endif
             for (int k = 0; k < N - 1; ++k) {
                 double lk = EG(k), ak1 = dg[k + 1] - lam, u1k1 = EG(k + 1);
                 u2[k] = 0.0;
                 if (fabs(ak) >= fabs(lk)) {
                     if (fabs(ak) < tiny) ak = (ak < 0.0) ? -tiny : tiny;
-                    double fk = lk / ak;
+#if TW_RCP
+                    double rk = 1.0 / ak, fk = lk * rk;  // candidate: one division per node
+#else
+                    double rk = 1.0 / ak, fk = lk / ak;
+#endif
                     ak1 -= fk * u1k;
-                    ra[k] = 1.0 / ak; u1[k] = u1k; f[k] = fk; piv[k] = 0;
+                    ra[k] = rk; u1[k] = u1k; f[k] = fk; piv[k] = 0;
+#if TW_CARRY
+                    x[k] = xk;
+                    xk = x[k + 1] - fk * xk;
+#else
                     x[k + 1] -= fk * x[k];
+#endif
                 } else {
-                    double fk = ak / lk;
-                    ra[k] = 1.0 / lk;
+#if TW_RCP
+                    double rk = 1.0 / lk, fk = ak * rk;
+#else
+                    double rk = 1.0 / lk, fk = ak / lk;
+#endif
+                    ra[k] = rk;
                     double tmp = u1k;
                     u1[k] = ak1;
                     ak1 = tmp - fk * ak1;
                     if (k < N - 2) { u2[k] = u1k1; u1k1 = -fk * u1k1; }
                     f[k] = fk; piv[k] = 1;
+#if TW_CARRY
+                    double nx = x[k + 1];
+                    x[k] = nx;
+                    xk = xk - fk * nx;
+#else
                     tmp = x[k]; x[k] = x[k + 1]; x[k + 1] = tmp - fk * x[k];
+#endif
                 }
                 ak = ak1; u1k = u1k1;
             }
+#if TW_CARRY
+            x[N - 1] = xk;
+#endif
             if (fabs(ak) < tiny) ak = (ak < 0.0) ? -tiny : tiny;
             ra[N - 1] = 1.0 / ak;
         } else {
             // the kept factors: L y = P x
+#if TW_CARRY
+            double xk = x[0];
+            for (int k = 0; k < N - 1; ++k) {
+                double nx = x[k + 1];
+                if (piv[k]) {
+                    x[k] = nx; xk = xk - f[k] * nx;
+                } else {
+                    x[k] = xk; xk = nx - f[k] * xk;
+                }
+            }
+            x[N - 1] = xk;
+#else
             for (int k = 0; k < N - 1; ++k) {
                 if (piv[k]) {
                     double tmp = x[k]; x[k] = x[k + 1]; x[k + 1] = tmp - f[k] * x[k];
@@ -273,11 +336,25 @@ extern "C" __global__ void ipim_t(
                     x[k + 1] -= f[k] * x[k];
                 }
             }
+#endif
         }
         // U x = y, multiplying by the kept 1 / a_k
+#if TW_CARRY
+        double x1 = x[N - 1] * ra[N - 1];
+        double x0 = (x[N - 2] - u1[N - 2] * x1) * ra[N - 2];
+        x[N - 1] = x1;
+        x[N - 2] = x0;
+        for (int k = N - 3; k >= 0; --k) {
+            double xn = (x[k] - u1[k] * x0 - u2[k] * x1) * ra[k];
+            x[k] = xn;
+            x1 = x0;
+            x0 = xn;
+        }
+#else
         x[N - 1] *= ra[N - 1];
         x[N - 2] = (x[N - 2] - u1[N - 2] * x[N - 1]) * ra[N - 2];
         for (int k = N - 3; k >= 0; --k) x[k] = (x[k] - u1[k] * x[k + 1] - u2[k] * x[k + 2]) * ra[k];
+#endif
         double s = 0.0;
         for (int j = 0; j < N; ++j) s += x[j] * x[j];
         s = 1.0 / sqrt(s);
