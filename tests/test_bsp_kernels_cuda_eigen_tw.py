@@ -87,8 +87,9 @@ def test_emulated_tw_far_off_and_clustered(emulated_cuda):
     V = _ic_V(m)
     el, tn = _eigvalsh(m, V)
     span = el.max() - el.min()
-    for name, e0 in {"below": el - 100 * span, "above": el + 1e6 * span, "nan": np.full_like(el, np.nan),
-                     "reversed": el[..., ::-1].copy(), "all at level 0": np.repeat(el[..., :1], el.shape[-1], -1)}.items():
+    starts = {"below": el - 100 * span, "above": el + 1e6 * span, "nan": np.full_like(el, np.nan),
+              "reversed": el[..., ::-1].copy(), "all at level 0": np.repeat(el[..., :1], el.shape[-1], -1)}
+    for name, e0 in starts.items():
         e, _, its = ce.eigenvalues_tw(m, V, np.ascontiguousarray(e0), iterations=True)
         assert np.all(np.abs(e - el) <= TOL * tn[..., None]), name
         assert its.max() < 400, name

@@ -7,7 +7,8 @@ one that iteration is ~19 CuPy launches and one host read, host-bound (the GPU w
 ``newton_iteration`` runs the same kernels on the same values from one graph per kind:
 
   ``stage``      (the first iteration of a stage, whose start's eigenpairs are still to be formed):
-                 eigenvalues_nr (or eigenvalues_tw, numerics.eigen = twisted: ipim_t) from the last stage's levels + ipim + the density of the start, then
+                 eigenvalues_nr from the last stage's levels + ipim + the density of the start
+                 (numerics.eigen = twisted: eigenvalues_tw + ipim_t), then
   ``iteration``  (a later one, from the last iterate): newton_rhs, construct_rhs (b straight into the
                  resolve's input buffer of newton.BatchedGraph), GaussJordanCR.resolve's kernels
                  (bcr_rhs, bcr_backsub: captured here, not launched as the BatchedGraph's own graph),
@@ -32,7 +33,8 @@ iter_jacobian_steps steps; a bias change).  The kept factorization lives in the 
 GaussJordanCR buffers, rewritten in place by each new factorization, so the graphs stay valid; they
 are dropped when that BatchedGraph, the static blocks or the eigen tables are other objects.  The
 BatchedGraph must hold the factorization of the kept A (newton.solve_linsys_batched's test; where it
-does not, after a resume, the kept A is factored first, launched) and the variants the captured ones (eigen newton or twisted, linsys batched_cr with linsys_graph,
+does not, after a resume, the kept A is factored first, launched) and the variants the captured ones (eigen
+newton or twisted, linsys batched_cr with linsys_graph,
 batched_blocks gauss_jordan); otherwise ``newton_iteration`` returns None and poisson._newton_loop
 launches the iteration as before.
 """
@@ -58,8 +60,8 @@ _D2H, _D2D = 2, 3  # cudaMemcpyKind
 
 def usable(model) -> bool:
     """Whether the variants are the ones the graph captures."""
-    return (eigen_variant(model) in ("newton", "twisted") and linsys_variant(model) == "batched_cr" and linsys_graph(model)
-            and batched_blocks(model) == "gauss_jordan")
+    return (eigen_variant(model) in ("newton", "twisted") and linsys_variant(model) == "batched_cr"
+            and linsys_graph(model) and batched_blocks(model) == "gauss_jordan")
 
 
 def _holder(model, sysm, A):
