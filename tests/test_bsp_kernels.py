@@ -126,7 +126,8 @@ def test_variant_defaults_are_the_reference_behaviour():
     assert kernels.batched_blocks(model("mesh.NZ=257")) == "lu"
     assert kernels.linsys_variant(model("mesh.NZ=65", "numerics.linsys=dense")) == "dense"
     assert kernels.linsys_variant(model("mesh.NZ=65", "numerics.linsys=batched_cr")) == "batched_cr"
-    assert kernels.eigen_variant(model()) == "newton"
+    assert kernels.eigen_variant(model()) == "twisted"  # auto (docs/performance-iter-eigen.md)
+    assert kernels.eigen_variant(model("numerics.eigen=newton")) == "newton"
     assert kernels.eigen_variant(model("numerics.eigen=bisection")) == "bisection"
 
 
@@ -199,7 +200,10 @@ def test_implementations_cupy_behind_a_stand_in(emulated_cuda, monkeypatch):
     assert impl["RK"] == impl["WENO_w"] == impl["WENO_phi"] == "inside RK_wphi"
     assert impl["RK_wphi"] == "solver.bsp.kernels.cuda.rk.stage_update [numerics.bte_kernels=fast]"
     assert impl["scat_gain"] == "solver.bsp.kernels.cuda.scattering.scat_gain"
-    assert impl["eigen"] == "solver.bsp.kernels.cuda.eigen.eigen [numerics.eigen=newton, numerics.ipim=b]"
+    assert impl["eigen"] == ("solver.bsp.kernels.cuda.eigen.eigen [numerics.eigen=twisted (kernels eigenvalues_tw, "
+                             "ipim_t; numerics.ipim not used)]")
+    nr = kernels.implementations(model("mesh.NZ=65", "numerics.ipim=b", "numerics.eigen=newton"), be)
+    assert nr["eigen"] == "solver.bsp.kernels.cuda.eigen.eigen [numerics.eigen=newton, numerics.ipim=b]"
     assert impl["solve_linsys"] == ("solver.bsp.kernels.cuda.newton.solve_linsys [numerics.linsys=batched_cr, "
                                     "numerics.linsys_graph=true, numerics.batched_blocks=gauss_jordan]")
     assert impl["construct_linsys"].endswith("[numerics.linsys=batched_cr]")

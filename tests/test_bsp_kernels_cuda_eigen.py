@@ -41,7 +41,7 @@ def test_emulated_eigenvalues_and_ipim_variants(emulated_cuda, mesh, block, rng)
         c0 = ce.ipim(m, e0, Dg, variant="a", block=block)
         c1 = ce.ipim(m, e0, Dg, variant="b", block=block)
         np.testing.assert_array_equal(c1, c0)
-        e2, c2 = ce.eigen(m, None, V)
+        e2, c2 = ce.eigen(model(*mesh, "numerics.eigen=newton"), None, V)
         np.testing.assert_array_equal(e2, e0)
         np.testing.assert_array_equal(c2, c0)
         el, cl = schrodinger.eigen_host(m, V)
@@ -59,22 +59,26 @@ def test_emulated_eigen_follows_numerics_ipim(emulated_cuda, monkeypatch):
     monkeypatch.setattr(ce, "ipim", lambda m, e, Dg, variant="a", block=32: seen.append(variant))
     V = np.ascontiguousarray(np.ones((9, 11)))
     for v in ("a", "b"):
-        ce.eigen(model("mesh.NX=9", "mesh.NZ=11", f"numerics.ipim={v}"), None, V)
+        ce.eigen(model("mesh.NX=9", "mesh.NZ=11", f"numerics.ipim={v}", "numerics.eigen=newton"), None, V)
     assert seen == ["a", "b"]
 
 
 def test_emulated_eigen_follows_numerics_eigen(emulated_cuda, monkeypatch):
-    """numerics.eigen: newton (and auto) = eigenvalues_nr from the levels passed in, bisection =
-    the kernel eigenvalues (levels ignored)."""
+    """numerics.eigen: newton = eigenvalues_nr from the levels passed in, bisection = the kernel
+    eigenvalues (levels ignored), twisted (and auto) = eigenvalues_tw + ipim_t."""
     ce = emulated_cuda.eigen
     seen = []
     monkeypatch.setattr(ce, "eigenvalues_nr", lambda m, V, levels=None: seen.append(("nr", levels)) or (1, 2))
     monkeypatch.setattr(ce, "eigenvalues", lambda m, V: seen.append(("bisection",)) or (1, 2))
     monkeypatch.setattr(ce, "ipim", lambda m, e, Dg, variant="a": "chi")
-    for v in ("auto", "newton", "bisection"):
+    monkeypatch.setattr(ce, "eigenvalues_tw", lambda m, V, levels=None: seen.append(("tw", levels)) or (1, 2))
+    monkeypatch.setattr(ce, "ipim_t", lambda m, e, Dg: "chi_t")
+    for v in ("newton", "bisection"):
         assert ce.eigen(model("mesh.NX=9", "mesh.NZ=11", f"numerics.eigen={v}"), None, "V", "levels") == (1, "chi")
-    ce.eigen(model("mesh.NX=9", "mesh.NZ=11"), None, "V")
-    assert seen == [("nr", "levels"), ("nr", "levels"), ("bisection",), ("nr", None)]
+    for v in ("auto", "twisted"):
+        assert ce.eigen(model("mesh.NX=9", "mesh.NZ=11", f"numerics.eigen={v}"), None, "V", "levels") == (1, "chi_t")
+    ce.eigen(model("mesh.NX=9", "mesh.NZ=11", "numerics.eigen=newton"), None, "V")
+    assert seen == [("nr", "levels"), ("bisection",), ("tw", "levels"), ("tw", "levels"), ("nr", None)]
 
 
 def test_newton_loop_passes_the_previous_levels(monkeypatch):
@@ -210,7 +214,7 @@ def test_emulated_nr_compiles_once_for_every_mesh(emulated_cuda):
     for NZ in (11, 13):
         m = model("mesh.NX=9", f"mesh.NZ={NZ}")
         emulated_cuda.eigen.eigenvalues_nr(m, _ic_V(m))
-    nr = [opts for code, opts in fake.compiled if "eigenvalues_nr" in code]
+    nr = [opts for code, opts in fake.compiled if "void eigenvalues_nr(" in code]
     assert nr and all(opts == ("-std=c++14",) for opts in nr)
     assert len([k for k in emulated_cuda._build._modules if k[0] == "eigen_nr.cu"]) == 1
 
@@ -279,7 +283,7 @@ def test_cuda_ipim_variants_bitwise(cupy_backend, rng, mesh, host_ic):
             for variant in ("a", "b"):
                 c1 = eigen.ipim(m, e1, Dg, variant=variant, block=block)
                 assert bool(xp.array_equal(c1, c0)), (block, variant)
-        e2, c2 = schrodinger.eigen(m, cupy_backend, V)
+        e2, c2 = schrodinger.eigen(model(*mesh, "numerics.eigen=newton"), cupy_backend, V)
         assert bool(xp.array_equal(e2, e0)) and bool(xp.array_equal(c2, c0))
 
 
@@ -301,6 +305,6 @@ def test_cuda_eigenvalues_nr(cupy_backend, mesh, rng):
     _, tn = _eigvalsh(m, cupy_backend.to_numpy(V1))
     assert np.all(cupy_backend.to_numpy(xp.abs(e1 - e1_bis)) <= TOL * tn[..., None])
     assert int(its.max()) <= 7
-    # the dispatched fast path with levels (numerics.eigen = auto = newton) is the same kernel
-    e2, _ = schrodinger.eigen(m, cupy_backend, V1, e_bis)
+    # the dispatched fast path with levels (numerics.eigen = newton) is the same kernel
+    e2, _ = schrodinger.eigen(model(*mesh, "numerics.eigen=newton"), cupy_backend, V1, e_bis)
     assert bool(xp.array_equal(e2, e1))

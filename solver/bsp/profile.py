@@ -619,6 +619,8 @@ NCU_KERNELS = {
     "eigenvalues": ("ITER", "eigen", "cuda_eigenvalues_NR", None),
     "ipim_a": ("ITER", "eigen", "cuda_tridiag_Thomas", None),
     "ipim_b": ("ITER", "eigen", "cuda_tridiag_Thomas", None),
+    "eigenvalues_tw": ("ITER", "eigen", "cuda_eigenvalues_NR", None),  # numerics.eigen = twisted (the default)
+    "ipim_t": ("ITER", "eigen", "cuda_tridiag_Thomas", None),
     "frechet_kernel": ("ITER", "Frechet", "cuda_compute_frechet", None),
     "construct_kernel": ("ITER", "construct_linsys", "cuda_constr_linsys", None),
     "construct_rhs": ("ITER", "construct_linsys", "", None),  # b alone with the kept Jacobian

@@ -150,9 +150,9 @@ def batched_blocks(model) -> str:
 
 
 def eigen_variant(model) -> str:
-    """The eigenvalue kernel of the GPU eigen phase (numerics.eigen; auto = newton)."""
+    """The eigenvalue kernel of the GPU eigen phase (numerics.eigen; auto = twisted)."""
     v = _numerics(model, "eigen", "auto")
-    return "newton" if v == "auto" else v
+    return "twisted" if v == "auto" else v
 
 
 def ipim_variant(model) -> str:
@@ -179,6 +179,8 @@ def _variant(model, backend, name: str) -> str | None:
                     f"numerics.batched_blocks={batched_blocks(model)}")
         return f"numerics.linsys={v}"
     if name == "eigen":
+        if eigen_variant(model) == "twisted":
+            return "numerics.eigen=twisted (kernels eigenvalues_tw, ipim_t; numerics.ipim not used)"
         return f"numerics.eigen={eigen_variant(model)}, numerics.ipim={ipim_variant(model)}"
     if name == "newton_iteration":
         return ("numerics.iter_graph=true; its iterations time ITER only: eigen, Frechet, construct_linsys "

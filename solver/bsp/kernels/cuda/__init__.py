@@ -12,7 +12,8 @@ phases stay on the array reference).
     bte_graph.py                           numerics.bte_graph: the whole stage (WENO_x, gain, loss, RK_wphi)
                                            replayed from a CUDA graph (bte.advance; not a TABLE entry)
     eigen.py       + eigen.cu, eigen_nr.cu eigen (kernels eigenvalues / eigenvalues_nr, variant numerics.eigen;
-                                           ipim, variant numerics.ipim)
+                     eigen_tw.cu           ipim, variant numerics.ipim; eigenvalues_tw + ipim_t: numerics.eigen =
+                                           twisted, the default)
     frechet.py     + frechet.cu            Frechet
     newton.py      + newton.cu,            construct_linsys, linsys_rhs, solve_linsys (variant numerics.linsys),
                      cyclic_reduction.cu   newton_rhs, newton_norms, deps_dx,

@@ -14,7 +14,14 @@ Variant ``numerics.eigen`` (the eigenvalues):
   ``bisection``  kernel ``eigenvalues`` (eigen.cu): Sturm bisection to the last bit; ignores
                  ``levels``.  Kept as the baseline (docs/performance-iter-next.md, rule
                  bsp_tables1_4_001_iter_kernels times it).
-  ``auto``       (default) newton.
+  ``twisted``    kernels ``eigenvalues_tw`` and ``ipim_t`` (eigen_tw.cu; numerics.ipim is not
+                 used): the same Newton-Raphson / bisection, two threads per eigenvalue (the two
+                 halves of a twisted factorization: half the dependent chain per evaluation), the
+                 block's matrices in shared memory; inverse iteration with the LU formed once and
+                 back substitution by the kept reciprocals.  Results agree with ``newton``'s to
+                 ~DBL_EPSILON ||T|| (levels) and rounding (vectors), not bitwise;
+                 docs/performance-iter-eigen.md.
+  ``auto``       (default) twisted.
 Variant ``numerics.ipim``: "a" (the matrix from global memory, the default: faster on the H200 at
 every NZ 33..129, 14 % at NZ 65) or "b" (shared memory).  Both are kept: Table 1 of paper 001
 compares them (rule bsp_tables1_4_001_iter_kernels); docs/performance-ipim.md.
@@ -103,6 +110,63 @@ def eigenvalues_nr(model, V, levels=None, block=BLOCK, iterations=False):
     return (eps, Dg, its) if iterations else (eps, Dg)
 
 
+TW_SOURCE = "eigen_tw.cu"
+TW_BLOCK = 64  # eigenvalues_tw: 32 eigenvalues (pairs of lanes) per block; whole warps (the shuffles)
+TW_IPIM_BLOCK = 32  # ipim_t: 32 eigenpairs per block (the same MAXM: one module for both kernels)
+
+
+def _tw_function(kernel, n, NS, block, shared=False, rcp=False, carry=False):
+    """Kernel ``eigenvalues_tw`` or ``ipim_t`` of eigen_tw.cu (defines N, MAXM, SIGN_THRESHOLD,
+    IPIM_SHARED: ipim_t's matrix from shared memory, else from global memory, the default; the
+    candidates TW_RCP, TW_CARRY, off by default: eigen_tw.cu's header)."""
+    if n < 3:
+        raise ValueError(f"eigen_tw.cu needs NZ >= 5, not NZ = {n + 2}")
+    pairs = block // 2 if kernel == "eigenvalues_tw" else block
+    defines = {"N": n, "MAXM": ipim_maxm(NS, pairs), "SIGN_THRESHOLD": repr(schrodinger.SIGN_THRESHOLD),
+               "IPIM_SHARED": int(bool(shared)), "TW_RCP": int(bool(rcp)), "TW_CARRY": int(bool(carry))}
+    return _build.function(TW_SOURCE, kernel, OPTIONS, defines)
+
+
+def eigenvalues_tw(model, V, levels=None, block=TW_BLOCK, iterations=False, rcp=False):
+    """Kernel ``eigenvalues_tw`` (two threads per eigenvalue): as ``eigenvalues_nr`` (warm start from
+    ``levels``, else the bisection; ``iterations``: the Sturm evaluations per eigenvalue; ``rcp``:
+    the candidate TW_RCP)."""
+    if block % 32:
+        raise ValueError(f"eigenvalues_tw needs blocks of whole warps (the shuffles), not {block}")
+    V = f64(cp, V)
+    NX, NZ = V.shape
+    n, NS = NZ - 2, model.N_sbn
+    kd, ko, Vc, pivmin = _static(model, n)
+    eps = cp.empty((NX, K.N_VALLEYS, NS))
+    Dg = cp.empty((NX, K.N_VALLEYS, n))
+    its = cp.empty((NX, K.N_VALLEYS, NS), dtype=cp.int32)
+    warm = levels is not None
+    if warm:
+        prev = f64(cp, levels)
+        if prev.shape != eps.shape:
+            raise ValueError(f"levels have shape {prev.shape}, expected {eps.shape}")
+    else:
+        prev = eps  # not read
+    _build.launch(_tw_function("eigenvalues_tw", n, NS, block, rcp=rcp), 2 * NX * K.N_VALLEYS * NS, block,
+                  (V, kd, ko, Vc, prev, np.float64(pivmin), np.int32(NX), np.int32(NZ), np.int32(NS),
+                   np.int32(warm), eps, Dg, its))
+    return (eps, Dg, its) if iterations else (eps, Dg)
+
+
+def ipim_t(model, eps, Dg, block=TW_IPIM_BLOCK, shared=False, rcp=False, carry=False):
+    """Kernel ``ipim_t``: chi (NX, 3, N_sbn, NZ) as ``ipim`` returns it (LU once, reciprocals kept);
+    ``shared``: the matrix from shared memory (the same bits); ``rcp``, ``carry``: the candidates."""
+    NX, _, NS = eps.shape
+    n = Dg.shape[-1]
+    NZ = n + 2
+    kd, ko, Vc, pivmin = _static(model, n)
+    chi = cp.empty((NX, K.N_VALLEYS, NS, NZ))
+    _build.launch(_tw_function("ipim_t", n, NS, block, shared, rcp, carry), NX * K.N_VALLEYS * NS, block,
+                  (eps, Dg, ko, np.float64(pivmin), np.float64(1.0 / math.sqrt(model.dz)), np.int32(NX),
+                   np.int32(NZ), np.int32(NS), chi))
+    return chi
+
+
 def ipim(model, eps, Dg, variant="a", block=BLOCK):
     """Kernel ``ipim`` (inverse iteration, variant "a" or "b"): chi (NX, 3, N_sbn, NZ) from the
     eigenvalues and the diagonals of kernel ``eigenvalues``."""
@@ -121,9 +185,13 @@ def ipim(model, eps, Dg, variant="a", block=BLOCK):
 
 def eigen(model, backend, V, levels=None):
     """schrodinger.eigen on the device: (eps (NX, 3, N_sbn), chi (NX, 3, N_sbn, NZ)) by the kernels
-    ``eigenvalues_nr`` from ``levels`` (numerics.eigen = newton) or ``eigenvalues`` (bisection),
-    then ``ipim`` (variant numerics.ipim)."""
-    if eigen_variant(model) == "newton":
+    ``eigenvalues_tw`` + ``ipim_t`` (numerics.eigen = twisted), else ``eigenvalues_nr`` from
+    ``levels`` (newton) or ``eigenvalues`` (bisection), then ``ipim`` (variant numerics.ipim)."""
+    v = eigen_variant(model)
+    if v == "twisted":
+        eps, Dg = eigenvalues_tw(model, V, levels)
+        return eps, ipim_t(model, eps, Dg)
+    if v == "newton":
         eps, Dg = eigenvalues_nr(model, V, levels)
     else:
         eps, Dg = eigenvalues(model, V)

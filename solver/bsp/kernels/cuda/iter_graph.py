@@ -7,7 +7,8 @@ one that iteration is ~19 CuPy launches and one host read, host-bound (the GPU w
 ``newton_iteration`` runs the same kernels on the same values from one graph per kind:
 
   ``stage``      (the first iteration of a stage, whose start's eigenpairs are still to be formed):
-                 eigenvalues_nr from the last stage's levels + ipim + the density of the start, then
+                 eigenvalues_nr from the last stage's levels + ipim + the density of the start
+                 (numerics.eigen = twisted: eigenvalues_tw + ipim_t), then
   ``iteration``  (a later one, from the last iterate): newton_rhs, construct_rhs (b straight into the
                  resolve's input buffer of newton.BatchedGraph), GaussJordanCR.resolve's kernels
                  (bcr_rhs, bcr_backsub: captured here, not launched as the BatchedGraph's own graph),
@@ -32,7 +33,8 @@ iter_jacobian_steps steps; a bias change).  The kept factorization lives in the 
 GaussJordanCR buffers, rewritten in place by each new factorization, so the graphs stay valid; they
 are dropped when that BatchedGraph, the static blocks or the eigen tables are other objects.  The
 BatchedGraph must hold the factorization of the kept A (newton.solve_linsys_batched's test; where it
-does not, after a resume, the kept A is factored first, launched) and the variants the captured ones (eigen newton, linsys batched_cr with linsys_graph,
+does not, after a resume, the kept A is factored first, launched) and the variants the captured ones (eigen
+newton or twisted, linsys batched_cr with linsys_graph,
 batched_blocks gauss_jordan); otherwise ``newton_iteration`` returns None and poisson._newton_loop
 launches the iteration as before.
 """
@@ -58,8 +60,8 @@ _D2H, _D2D = 2, 3  # cudaMemcpyKind
 
 def usable(model) -> bool:
     """Whether the variants are the ones the graph captures."""
-    return (eigen_variant(model) == "newton" and linsys_variant(model) == "batched_cr" and linsys_graph(model)
-            and batched_blocks(model) == "gauss_jordan")
+    return (eigen_variant(model) in ("newton", "twisted") and linsys_variant(model) == "batched_cr"
+            and linsys_graph(model) and batched_blocks(model) == "gauss_jordan")
 
 
 def _holder(model, sysm, A):
@@ -119,6 +121,7 @@ class IterGraph:
         self.D0 = _newton._static(model, sysm)[0]
         self.eig = _eigen._static(model, n)  # kd, ko, V_c, pivmin
         self.ipim = ipim_variant(model)
+        self.eigen = eigen_variant(model)
         self._pool, self._stream = self._device()
         P, E = NX * NZ, NX * K.N_VALLEYS * NS
         C = E * NZ
@@ -197,15 +200,24 @@ class IterGraph:
         n = sysm.NZ - 2
         return (self.sysm is sysm and self.bg is bg and self.D0 is _newton._static(model, sysm)[0]
                 and self.eig is _eigen._static(model, n) and self.ipim == ipim_variant(model)
+                and self.eigen == eigen_variant(model)
                 and self.shape[2] == model.N_sbn)
 
     def _eigen(self, V, levels, eps, chi):
-        """The launches of kernels/cuda/eigen.eigen (numerics.eigen newton, warm) into eps, chi."""
+        """The launches of kernels/cuda/eigen.eigen (numerics.eigen newton or twisted, warm) into eps, chi."""
         NX, NZ, NS = self.shape
         n = NZ - 2
         kd, ko, Vc, pivmin = self.eig
         i32, f8 = np.int32, np.float64
         nt = NX * K.N_VALLEYS * NS
+        if self.eigen == "twisted":
+            _build.launch(_eigen._tw_function("eigenvalues_tw", n, NS, _eigen.TW_BLOCK), 2 * nt, _eigen.TW_BLOCK,
+                          (V, kd, ko, Vc, levels, f8(pivmin), i32(NX), i32(NZ), i32(NS), i32(1), eps, self.Dg,
+                           self.its))
+            _build.launch(_eigen._tw_function("ipim_t", n, NS, _eigen.TW_IPIM_BLOCK), nt, _eigen.TW_IPIM_BLOCK,
+                          (eps, self.Dg, ko, f8(pivmin), f8(1.0 / math.sqrt(self._dz)), i32(NX), i32(NZ), i32(NS),
+                           chi))
+            return
         _build.launch(_build.function("eigen_nr.cu", "eigenvalues_nr", _eigen.OPTIONS), nt, _eigen.BLOCK,
                       (V, kd, ko, Vc, levels, f8(pivmin), i32(n), i32(NX), i32(NZ), i32(NS), i32(1), eps, self.Dg,
                        self.its))
