@@ -6,11 +6,13 @@
 #       module loads of the start-up (this project's RawModules / CuPy's kernels); whether NVRTC
 #       compiles the start-up's RawModules in parallel (1 vs 16 threads, each in an empty cache);
 #       ROUNDS rounds of bench-case with and without a background import of cupyx (what-if)
-#   OUT=... BASE=_dev/startup_base [ROUNDS=7] bash tools/bsp/startup_round3.sh ab
+#   OUT=... BASE=_dev/startup_base [ROUNDS=7] [ALL_ROUNDS=2] bash tools/bsp/startup_round3.sh ab
 #       start-up of `bsp bench-case CASE` (startup_s as bench defines it), base and this tree
-#       alternating, ROUNDS rounds warm (after one uncounted run per tree fills the default kernel
-#       cache), then one cold run per tree (CUPY_CACHE_DIR = a new empty folder: every CuPy module
-#       compiled by NVRTC; the CUDA driver, the context and the Python bytecode caches stay warm)
+#       alternating, with CUDA_VISIBLE_DEVICES=0 (one GPU, as the goal's machine): ROUNDS rounds warm
+#       (after one uncounted run per tree fills the default kernel cache), ALL_ROUNDS rounds with
+#       every GPU of the host visible, then one cold run per tree (COLD_CASE, one step;
+#       CUPY_CACHE_DIR = a new empty folder: every CuPy module compiled by NVRTC; the CUDA driver,
+#       the page cache and the Python bytecode caches stay warm)
 # Logs: $OUT/round3_<mode>.tgz; a summary table is printed last.
 set -u
 export PYTHONUNBUFFERED=1
@@ -68,21 +70,28 @@ EOF
 fi
 # ---- ab
 BASE=${BASE:?set BASE}; [ -d "$BASE" ] || { echo "no base tree $BASE"; exit 2; }
-BASE=$(cd "$BASE" && pwd)
+BASE=$(cd "$BASE" && pwd); ALL=${ALL_ROUNDS:-2}; COLD_CASE=${COLD_CASE:-${CASE%:*:*:*}:1:1:0}
 tree() { if [ "$1" = base ]; then echo "$BASE"; else echo "$NEW"; fi; }
-case1() {  # TREE FILE [ENV...]
-  local d; d=$(tree "$1"); shift; local f=$1; shift
-  ( cd "$d" && env "$@" PYTHONPATH="$d" timeout 120 $PY -m solver bsp bench-case "$CASE" $CFG \
+case1() {  # TREE FILE CASE [ENV...]
+  local d; d=$(tree "$1"); shift; local f=$1; shift; local c=$1; shift
+  ( cd "$d" && env "$@" PYTHONPATH="$d" timeout 120 $PY -m solver bsp bench-case "$c" $CFG \
       --launched-at "$(date +%s.%N)" > "$L/$f.out" 2> "$L/$f.err" ) || echo "$f: exit $?"
 }
-for t in base new; do case1 $t fill_$t; done
+# one GPU visible (the goal's machine: one H200), then ALL rounds with every GPU of the host visible
+for t in base new; do case1 $t fill_$t "$CASE" CUDA_VISIBLE_DEVICES=0; done
 for r in $(seq "$ROUNDS"); do
-  for t in base new; do case1 $t warm_${t}_$r; echo "round $r $t startup_s $(su "$L/warm_${t}_$r.out")"; done
+  for t in base new; do case1 $t warm_${t}_$r "$CASE" CUDA_VISIBLE_DEVICES=0; echo "round $r $t startup_s $(su "$L/warm_${t}_$r.out")"; done
 done
-for t in base new; do case1 $t cold_$t CUPY_CACHE_DIR="$L/cache_cold_$t"; echo "cold $t startup_s $(su "$L/cold_$t.out")"; done
+for r in $(seq "$ALL"); do
+  for t in base new; do case1 $t all_${t}_$r "$CASE"; echo "all-GPU round $r $t startup_s $(su "$L/all_${t}_$r.out")"; done
+done
+for t in base new; do
+  case1 $t cold_$t "$COLD_CASE" CUDA_VISIBLE_DEVICES=0 CUPY_CACHE_DIR="$L/cache_cold_$t"; echo "cold $t startup_s $(su "$L/cold_$t.out")"
+done
 tar czf "$OUT/round3_ab.tgz" --exclude='round3/cache*' -C /tmp round3
-echo "== startup_s ($CASE; $(head -1 "$L/nvidia_smi.txt"))"
+echo "== startup_s ($CASE; $(head -1 "$L/nvidia_smi.txt"); warm/cold: CUDA_VISIBLE_DEVICES=0)"
 for t in base new; do
   stats "$t warm" $(for r in $(seq "$ROUNDS"); do su "$L/warm_${t}_$r.out"; done)
-  echo "$t cold $(su "$L/cold_$t.out")"
+  stats "$t warm, all GPUs visible" $(for r in $(seq "$ALL"); do su "$L/all_${t}_$r.out"; done)
+  echo "$t cold ($COLD_CASE) $(su "$L/cold_$t.out")"
 done
