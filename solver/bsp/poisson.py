@@ -117,16 +117,22 @@ def _phase(timer, name):
 
 
 # ---------------------------------------------------------------------- densities and Frechet kernel
+# _scalar_ops: on CuPy, ``array / 3.0`` (an array, then a Python scalar; also * + - **) is handed to
+# numpy.true_divide and comes back through cupy.ndarray.__array_ufunc__, whose first call imports
+# cupyx.scipy.special, hence cupyx, cupyx.scipy.sparse and the host scipy.sparse (0.25 s on the
+# H200; docs/performance-startup.md, round 3).  ``xp.divide(array, 3.0)`` is the call that
+# __array_ufunc__ makes (the same kernel and operands, so bitwise the same) without the detour;
+# ``3.0 * array`` goes to CuPy directly.  The start-up's only such operations were the two below.
 def fermi_dirac_rho(model, xp, eps):
     """INITCOND densities rho = (1/pi) sqrt(m_x m_y) ln(1 + e^{-eps}) (NX, 3, N_sbn)."""
     s = xp.asarray(model.sqrt_mxmy)[None, :, None]
-    return (s / math.pi) * xp.logaddexp(0.0, -eps)
+    return xp.divide(s, math.pi) * xp.logaddexp(0.0, -eps)  # divide: see _scalar_ops
 
 
 def fermi_dirac_drho(model, xp, eps):
     """-d rho/d eps = (1/pi) sqrt(m_x m_y) e^{-eps}/(1 + e^{-eps})."""
     s = xp.asarray(model.sqrt_mxmy)[None, :, None]
-    return (s / math.pi) / (1.0 + xp.exp(eps))
+    return xp.divide(s, math.pi) / (1.0 + xp.exp(eps))
 
 
 def boltzmann_rho(model, xp, eps, A):

@@ -21,6 +21,7 @@ import numpy as np
 from solver import io, provenance
 from solver.backend import get_backend
 from solver.bsp import bte, dens, output, poisson, scattering, schrodinger, steady
+from solver.bsp import kernels
 from solver.bsp.model import Model, check_memory, gate_volts
 from solver.config import ConfigError, RunFault
 from solver.timing import PhaseTimer
@@ -110,6 +111,7 @@ class Simulation:
         m, be, xp = self.model, self.backend, self.xp
         t0 = time.perf_counter()
         tm = self.startup_timer
+        kernels.precompile(m, be)  # cupy: the start-up's CUDA modules compile in parallel meanwhile
         with tm.phase("startup"):
             with tm.phase("INITCOND"):
                 ic = poisson.initcond(m, be, timer=tm)

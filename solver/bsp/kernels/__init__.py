@@ -81,6 +81,16 @@ def f64(xp, a):
     return xp.ascontiguousarray(xp.asarray(a, dtype=xp.float64))
 
 
+def precompile(model, backend) -> int:
+    """Start compiling the CUDA modules of the start-up's fast paths in background threads (cupy
+    backend with fast paths; solver/bsp/kernels/cuda/_build.py): how many were started."""
+    if backend.name != "cupy" or mode(model) == "array":
+        return 0
+    from solver.bsp.kernels.cuda import _build, startup_modules
+
+    return _build.precompile(startup_modules(model))
+
+
 def mode(model) -> str:
     return str(model.cfg.get("numerics", {}).get("kernels", "auto"))
 

@@ -31,6 +31,14 @@ import cupy  # noqa: F401  (no CuPy: no fast paths)
 
 from solver.bsp.kernels.cuda import eigen, frechet, iter_graph, newton, rk, scattering, weno
 
+def startup_modules(model) -> list:
+    """(source, options, defines) of the modules of the start-up's fast paths (INITCOND and
+    THERMEQUIL: eigen, Frechet, the Newton system and its norms) for this model, which
+    Simulation.startup compiles in parallel background threads (_build.precompile; a fresh
+    machine's start-up, docs/performance-startup.md round 3)."""
+    return eigen.modules(model) + [(frechet.SOURCE, frechet.OPTIONS, None)] + newton.modules(model)
+
+
 TABLE = {
     "WENO_x": weno.weno_x,
     "WENO_w": weno.weno_w,

@@ -5,15 +5,27 @@
 and the ``-D`` ``defines``.  A compiled module is kept per (source, options, defines) for the
 life of the process (CuPy also keeps the binaries on disk).  ``launch`` runs one launch of
 ceil(nthreads / block) blocks.
+
+``precompile(specs)`` (start-up, docs/performance-startup.md round 3): compiles the modules of
+``specs`` (source, options, defines) in background threads, one per module, which run in
+parallel since CuPy's NVRTC call releases the GIL; a ``module`` call for one of them waits for its
+thread instead of compiling it again.  The modules are the same, so are the results.  The start-up
+takes each of its precompiled modules before its first CUDA graph capture (the batched Newton solver
+takes its modules when it is built, before it captures), so no thread loads a module during a capture.
 """
 from __future__ import annotations
 
 import importlib.resources
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import cupy as cp
 
 _SOURCES = importlib.resources.files(__package__)  # this package's folder (as package data)
 _modules: dict = {}
+_pending: dict = {}  # key -> Future of the module a precompile thread builds
+_lock = threading.Lock()
 
 
 def source(name: str) -> str:
@@ -21,14 +33,51 @@ def source(name: str) -> str:
     return _SOURCES.joinpath(name).read_text()
 
 
+def _key(name: str, options=(), defines=None) -> tuple:
+    return (name, tuple(options), tuple(sorted((defines or {}).items())))
+
+
+def _raw(key: tuple):
+    name, options, defs = key
+    return cp.RawModule(code=source(name), options=tuple(options) + tuple(f"-D{k}={v}" for k, v in defs))
+
+
 def module(name: str, options=(), defines=None):
     """The compiled RawModule of source ``name`` (cached)."""
-    defs = tuple(sorted((defines or {}).items()))
-    key = (name, tuple(options), defs)
-    if key not in _modules:
-        opts = tuple(options) + tuple(f"-D{k}={v}" for k, v in defs)
-        _modules[key] = cp.RawModule(code=source(name), options=opts)
-    return _modules[key]
+    key = _key(name, options, defines)
+    mod = _modules.get(key)
+    if mod is None:
+        with _lock:
+            fut = _pending.pop(key, None)
+        mod = fut.result() if fut is not None else _raw(key)  # (a failed precompile raises here)
+        _modules[key] = mod
+    return mod
+
+
+def precompile(specs) -> int:
+    """Compile the modules of ``specs`` ((source, options, defines) each) in background threads on
+    the current device; returns how many it started (those not built or building already)."""
+    keys = []
+    with _lock:
+        for s in specs:
+            k = _key(*s)
+            if k not in _modules and k not in _pending and k not in keys:
+                keys.append(k)
+        if not keys:
+            return 0
+        device = cp.cuda.Device().id
+        pool = ThreadPoolExecutor(max_workers=min(len(keys), os.cpu_count() or 1), thread_name_prefix="nvrtc")
+
+        def build(key):
+            with cp.cuda.Device(device):
+                mod = _raw(key)
+                mod.compile()  # NVRTC (or CuPy's disk cache) and the module load, kept by CuPy per device
+                return mod
+
+        for k in keys:
+            _pending[k] = pool.submit(build, k)
+        pool.shutdown(wait=False)  # the threads end with their queue
+    return len(keys)
 
 
 def function(name: str, kernel: str, options=(), defines=None):

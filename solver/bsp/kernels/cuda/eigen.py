@@ -50,12 +50,27 @@ def ipim_maxm(NS: int, block: int) -> int:
     return (block - 1 + NS - 1) // NS + 1
 
 
-def _function(kernel, n, variant="a", NS=1, block=BLOCK):
-    """Kernel ``eigenvalues`` / ``ipim_a`` (one module) or ``ipim_b`` (MAXM for NS and block)."""
+def _defines(n, variant="a", NS=1, block=BLOCK) -> dict:
     defines = {"N": n, "SIGN_THRESHOLD": repr(schrodinger.SIGN_THRESHOLD), "IPIM_B": int(variant == "b")}
     if variant == "b":
         defines["MAXM"] = ipim_maxm(NS, block)
-    return _build.function(SOURCE, kernel, OPTIONS, defines)
+    return defines
+
+
+def _function(kernel, n, variant="a", NS=1, block=BLOCK):
+    """Kernel ``eigenvalues`` / ``ipim_a`` (one module) or ``ipim_b`` (MAXM for NS and block)."""
+    return _build.function(SOURCE, kernel, OPTIONS, _defines(n, variant, NS, block))
+
+
+def modules(model) -> list:
+    """(source, options, defines) of the modules ``eigen`` launches for this model (_build.precompile)."""
+    n, variant = model.NZ - 2, ipim_variant(model)
+    out = [(SOURCE, OPTIONS, _defines(n, variant, model.N_sbn))]
+    if eigen_variant(model) == "newton":
+        out.append(("eigen_nr.cu", OPTIONS, None))
+    elif variant != "a":  # kernel eigenvalues: the module of ipim_a
+        out.append((SOURCE, OPTIONS, _defines(n)))
+    return out
 
 
 def _static(model, n):

@@ -148,14 +148,19 @@ def gj_fits(n: int) -> bool:
     return n <= GJ_MAX_N and gj_config(n)[3] + 40 * n + 8 <= GJ_SMEM_MAX
 
 
+def gj_defines(n: int, max_threads: int = GJ_MAX_THREADS, rreg: int = GJ_RREG) -> dict:
+    """The -D defines of gj_inverse's module for blocks of size n."""
+    rg, nt, rr, _ = gj_config(n, max_threads, rreg)
+    return {"N": n, "RG": rg, "NT": nt, "RREG": rr, "FACTORS": int(-(-n // rg) <= GJ_FACTORS_MAX_RS)}
+
+
 def _gj_kernel(n: int, max_threads: int = GJ_MAX_THREADS, rreg: int = GJ_RREG):
     """(kernel, threads, dynamic shared bytes) of gj_inverse for blocks of size n."""
     rg, nt, rr, smem = gj_config(n, max_threads, rreg)
     if n > GJ_MAX_N or smem + 40 * n + 8 > GJ_SMEM_MAX:
         raise ValueError(f"gj_inverse: block size {n} needs {smem + 40 * n + 8} bytes of shared memory "
                          f"(at most {GJ_SMEM_MAX}) or exceeds {GJ_MAX_N}")
-    factors = int(-(-n // rg) <= GJ_FACTORS_MAX_RS)
-    defines = {"N": n, "RG": rg, "NT": nt, "RREG": rr, "FACTORS": factors}
+    defines = gj_defines(n, max_threads, rreg)
     fn = _build.function("batched_inverse.cu", "gj_inverse", OPTIONS, defines)
     key = tuple(sorted(defines.items()))
     if smem > 48 * 1024 and key not in _SMEM_SET:
@@ -275,6 +280,16 @@ def _block_solver(model, NX: int, NZ: int, blas=None):
     gesv, matmul = (cublas.batched_gesv, cp.matmul) if blas is None else (blas.gesv, blas.matmul)
     return lambda D, lo, up, b, dirm: blocktri_batched.solve_cr_batched(cp, D, lo, up, b, dirm, gesv=gesv,
                                                                        matmul=matmul)
+
+
+def modules(model) -> list:
+    """(source, options, defines) of the modules the Newton system of this model launches in
+    INITCOND and THERMEQUIL (_build.precompile): newton.cu, and for numerics.linsys = batched_cr
+    with gauss_jordan blocks gj_inverse's and the CR level kernels' (blocks of size NZ)."""
+    out = [("newton.cu", OPTIONS, None)]
+    if linsys_variant(model) == "batched_cr" and batched_blocks(model) == "gauss_jordan" and gj_fits(model.NZ):
+        out += [("batched_inverse.cu", OPTIONS, gj_defines(model.NZ)), ("batched_cr.cu", OPTIONS, {"N": model.NZ})]
+    return out
 
 
 def solve_linsys_batched(model, backend, sysm, A, b, reuse=False):
