@@ -65,6 +65,8 @@ def _function(kernel, n, variant="a", NS=1, block=BLOCK):
 def modules(model) -> list:
     """(source, options, defines) of the modules ``eigen`` launches for this model (_build.precompile)."""
     n, variant = model.NZ - 2, ipim_variant(model)
+    if eigen_variant(model) == "twisted":  # eigenvalues_tw and ipim_t: one module (the same MAXM)
+        return [(TW_SOURCE, OPTIONS, _tw_defines(n, model.N_sbn, TW_IPIM_BLOCK))]
     out = [(SOURCE, OPTIONS, _defines(n, variant, model.N_sbn))]
     if eigen_variant(model) == "newton":
         out.append(("eigen_nr.cu", OPTIONS, None))
@@ -137,9 +139,12 @@ def _tw_function(kernel, n, NS, block, shared=False, rcp=False, carry=False):
     if n < 3:
         raise ValueError(f"eigen_tw.cu needs NZ >= 5, not NZ = {n + 2}")
     pairs = block // 2 if kernel == "eigenvalues_tw" else block
-    defines = {"N": n, "MAXM": ipim_maxm(NS, pairs), "SIGN_THRESHOLD": repr(schrodinger.SIGN_THRESHOLD),
-               "IPIM_SHARED": int(bool(shared)), "TW_RCP": int(bool(rcp)), "TW_CARRY": int(bool(carry))}
-    return _build.function(TW_SOURCE, kernel, OPTIONS, defines)
+    return _build.function(TW_SOURCE, kernel, OPTIONS, _tw_defines(n, NS, pairs, shared, rcp, carry))
+
+
+def _tw_defines(n, NS, pairs, shared=False, rcp=False, carry=False) -> dict:
+    return {"N": n, "MAXM": ipim_maxm(NS, pairs), "SIGN_THRESHOLD": repr(schrodinger.SIGN_THRESHOLD),
+            "IPIM_SHARED": int(bool(shared)), "TW_RCP": int(bool(rcp)), "TW_CARRY": int(bool(carry))}
 
 
 def eigenvalues_tw(model, V, levels=None, block=TW_BLOCK, iterations=False, rcp=False):
