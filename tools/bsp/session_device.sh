@@ -2,7 +2,8 @@
 # One device call of a session (issues #12-#14): same-call before/after bench of the changed code
 # against a base tree, then the correctness checks of the final code.  From the repository root:
 #   OUT=... BASE=_dev/base SOLVER_SOURCE_COMMIT=... bash tools/bsp/session_device.sh PART
-# PART: ab      base vs this tree, interleaved: cupy standard / 6x65x129 / fine (200 steps after 5),
+# PART: lean    a minimal final call (below)
+#       ab      base vs this tree, interleaved: cupy standard / 6x65x129 / fine (200 steps after 5),
 #               numba 16 threads standard (20 after 2; the first run of each tree fills its JIT cache)
 #       checks  every gpu test, the coarse 0.1 ps validation (cupy, defaults), two 10-step runs each of
 #               the coarse, 6x65x129 and standard meshes compared byte for byte
@@ -12,7 +13,7 @@
 # Logs and tables go to $OUT/<part>/ (packed as $OUT/<part>.tgz); a short table is printed last.
 set -u
 export PYTHONUNBUFFERED=1 MPLBACKEND=Agg
-PART=${1:?part: ab | checks | bench | final}
+PART=${1:?part: ab | checks | bench | final | lean}
 OUT=${OUT:?set OUT}; BASE=${BASE:-_dev/base}; PY=python3
 L=/tmp/session_$PART; rm -rf "$L"; mkdir -p "$L"
 t0=$SECONDS; left() { echo $(( $1 - (SECONDS - t0) )); }
@@ -116,6 +117,28 @@ final)
   bench . bench_cupy_no_iter_graph --set numerics.iter_graph=false --case $STD:cupy:1:200:5 --case $NZ129:cupy:1:200:5
   echo "part,mesh,backend,threads,steps,step_ms,bte_ms,dens_ms,iter_ms,newton_per_step" > "$L/summary.csv"
   for d in bench_cupy bench_cupy_no_iter_graph; do row $d >> "$L/summary.csv"; done
+  ;;
+lean)
+  # the least a final call can be (~2.5 min on an H200, for a session with little device time left): the
+  # gpu tests of $TESTS (default: the files named below), the coarse validation, two 10-step standard
+  # runs byte for byte, and the cupy bench of the standard mesh and NZ = 129 (200 after 5)
+  echo "== gpu tests ($((SECONDS-t0)) s)"
+  timeout 100 $PY -m pytest -m gpu -q -p no:cacheprovider ${TESTS:-tests/test_bsp_kernels_cuda_eigen_tw.py \
+      tests/test_bsp_kernels_cuda_precompile.py tests/test_bsp_iter_graph.py \
+      tests/test_bsp_kernels_cuda_rk.py::test_gpu_run_with_rk_fast_path_resumes_bitwise} > "$L/pytest_gpu.log" 2>&1
+  tail -3 "$L/pytest_gpu.log"
+  echo "== validation ($((SECONDS-t0)) s)"
+  timeout 60 $PY -m solver run config/coarse.yaml --out /tmp/val --backend cupy --no-progress > "$L/validation_run.log" 2>&1
+  $PY -m solver bsp validate /tmp/val --csv "$L/validation_coarse.csv" > "$L/validate.log" 2>&1; tail -7 "$L/validate.log"
+  cp /tmp/val/run.json "$L/validation_run.json"
+  echo "== bitwise ($((SECONDS-t0)) s)"
+  SC="--set time.steps=10 --set time.t_end_ps=null --set output.checkpoint_every_steps=0 --no-progress --backend cupy"
+  for r in 1 2; do timeout 40 $PY -m solver run config/standard.yaml --out /tmp/rep_$r $SC > "$L/repeat_$r.log" 2>&1; done
+  for f in profiles.csv scalars.csv; do cmp /tmp/rep_1/$f /tmp/rep_2/$f && echo "standard $f identical"; done 2>&1 | tee "$L/bitwise.txt"
+  echo "== cupy bench ($((SECONDS-t0)) s)"
+  bench . bench_cupy --case $STD:cupy:1:200:5 --case $NZ129:cupy:1:200:5
+  echo "part,mesh,backend,threads,steps,step_ms,bte_ms,dens_ms,iter_ms,newton_per_step" > "$L/summary.csv"
+  row bench_cupy >> "$L/summary.csv"
   ;;
 *) echo "unknown part $PART"; exit 2 ;;
 esac
