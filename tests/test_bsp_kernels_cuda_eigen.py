@@ -15,6 +15,8 @@ from solver.backend import get_backend
 from solver.bsp import poisson, schrodinger
 from solver.bsp.model import Model, load
 
+from eigen_cases import eigvalsh_levels as _eigvalsh, ic_V as _ic_V
+
 NP = get_backend("numpy")
 DBL_EPS = np.finfo(float).eps
 TOL = 16 * DBL_EPS  # x ||T||: the accuracy of a Sturm count (bisection and eigvalsh differ by up to ~9 here)
@@ -101,22 +103,6 @@ def test_newton_loop_passes_the_previous_levels(monkeypatch):
 
 
 # ---------------------------------------------------------------------------- Newton-Raphson eigenvalues
-def _eigvalsh(m, V):
-    """numpy.linalg.eigvalsh of every T_{nu,i}: (eps (NX, 3, N_sbn), ||T||_inf per (i, nu))."""
-    NX = V.shape[0]
-    eps = np.empty((NX, 3, m.N_sbn))
-    tn = np.empty((NX, 3))
-    for nu in range(3):
-        d, e = schrodinger.schrodinger_matrix(m, V, nu)
-        for i in range(NX):
-            T = np.diag(d[i]) + np.diag(e[i], 1) + np.diag(e[i], -1)
-            eps[i, nu] = np.linalg.eigvalsh(T)[:m.N_sbn]
-            tn[i, nu] = np.abs(T).sum(axis=1).max()
-    return eps, tn
-
-
-def _ic_V(m):
-    return np.ascontiguousarray(poisson.initcond(m, NP).V)
 
 
 NR_MESHES = [("mesh.NX=9", "mesh.NZ=17"), ("mesh.NX=9", "mesh.NZ=33", "mesh.N_sbn=4"), ("mesh.NX=9", "mesh.NZ=65")]

@@ -14,6 +14,8 @@ from solver.backend import get_backend
 from solver.bsp import poisson, schrodinger
 from solver.bsp.model import Model, load
 
+from eigen_cases import eigvalsh_levels as _eigvalsh, ic_V as _ic_V
+
 NP = get_backend("numpy")
 DBL_EPS = np.finfo(float).eps
 TOL = 16 * DBL_EPS  # x ||T||, as tests/test_bsp_kernels_cuda_eigen.py
@@ -21,23 +23,6 @@ TOL = 16 * DBL_EPS  # x ||T||, as tests/test_bsp_kernels_cuda_eigen.py
 
 def model(*overrides):
     return Model(load(None, list(overrides)))
-
-
-def _eigvalsh(m, V):
-    NX = V.shape[0]
-    eps = np.empty((NX, 3, m.N_sbn))
-    tn = np.empty((NX, 3))
-    for nu in range(3):
-        d, e = schrodinger.schrodinger_matrix(m, V, nu)
-        for i in range(NX):
-            T = np.diag(d[i]) + np.diag(e[i], 1) + np.diag(e[i], -1)
-            eps[i, nu] = np.linalg.eigvalsh(T)[:m.N_sbn]
-            tn[i, nu] = np.abs(T).sum(axis=1).max()
-    return eps, tn
-
-
-def _ic_V(m):
-    return np.ascontiguousarray(poisson.initcond(m, NP).V)
 
 
 def _double_well_V(m, depth):

@@ -102,11 +102,10 @@ def eigenvalues(model, V, block=BLOCK):
     return eps, Dg
 
 
-def eigenvalues_nr(model, V, levels=None, block=BLOCK, iterations=False):
-    """Kernel ``eigenvalues_nr``: (eps (NX, 3, N_sbn), Dg (NX, 3, NZ-2)) as ``eigenvalues``
-    returns them; ``levels`` (NX, 3, N_sbn): the warm start (None: the bisection of
-    ``eigenvalues``, bitwise).  With ``iterations`` also the Sturm evaluations per eigenvalue
-    (int32 (NX, 3, N_sbn)).  N is a run-time argument: one compile per machine."""
+def _warm_launch(model, V, levels):
+    """The arguments of the warm-startable eigenvalue kernels (eigenvalues_nr, eigenvalues_tw): V on the
+    device, its sizes, the static diagonals, the outputs eps, Dg, its, and the warm start (warm, prev;
+    prev is not read when cold)."""
     V = f64(cp, V)
     NX, NZ = V.shape
     n, NS = NZ - 2, model.N_sbn
@@ -121,6 +120,15 @@ def eigenvalues_nr(model, V, levels=None, block=BLOCK, iterations=False):
             raise ValueError(f"levels have shape {prev.shape}, expected {eps.shape}")
     else:
         prev = eps  # not read
+    return V, NX, NZ, n, NS, kd, ko, Vc, pivmin, eps, Dg, its, warm, prev
+
+
+def eigenvalues_nr(model, V, levels=None, block=BLOCK, iterations=False):
+    """Kernel ``eigenvalues_nr``: (eps (NX, 3, N_sbn), Dg (NX, 3, NZ-2)) as ``eigenvalues``
+    returns them; ``levels`` (NX, 3, N_sbn): the warm start (None: the bisection of
+    ``eigenvalues``, bitwise).  With ``iterations`` also the Sturm evaluations per eigenvalue
+    (int32 (NX, 3, N_sbn)).  N is a run-time argument: one compile per machine."""
+    V, NX, NZ, n, NS, kd, ko, Vc, pivmin, eps, Dg, its, warm, prev = _warm_launch(model, V, levels)
     _build.launch(_build.function("eigen_nr.cu", "eigenvalues_nr", OPTIONS), NX * K.N_VALLEYS * NS, block,
                   (V, kd, ko, Vc, prev, np.float64(pivmin), np.int32(n), np.int32(NX), np.int32(NZ), np.int32(NS),
                    np.int32(warm), eps, Dg, its))
@@ -153,20 +161,7 @@ def eigenvalues_tw(model, V, levels=None, block=TW_BLOCK, iterations=False, rcp=
     the candidate TW_RCP)."""
     if block % 32:
         raise ValueError(f"eigenvalues_tw needs blocks of whole warps (the shuffles), not {block}")
-    V = f64(cp, V)
-    NX, NZ = V.shape
-    n, NS = NZ - 2, model.N_sbn
-    kd, ko, Vc, pivmin = _static(model, n)
-    eps = cp.empty((NX, K.N_VALLEYS, NS))
-    Dg = cp.empty((NX, K.N_VALLEYS, n))
-    its = cp.empty((NX, K.N_VALLEYS, NS), dtype=cp.int32)
-    warm = levels is not None
-    if warm:
-        prev = f64(cp, levels)
-        if prev.shape != eps.shape:
-            raise ValueError(f"levels have shape {prev.shape}, expected {eps.shape}")
-    else:
-        prev = eps  # not read
+    V, NX, NZ, n, NS, kd, ko, Vc, pivmin, eps, Dg, its, warm, prev = _warm_launch(model, V, levels)
     _build.launch(_tw_function("eigenvalues_tw", n, NS, block, rcp=rcp), 2 * NX * K.N_VALLEYS * NS, block,
                   (V, kd, ko, Vc, prev, np.float64(pivmin), np.int32(NX), np.int32(NZ), np.int32(NS),
                    np.int32(warm), eps, Dg, its))
