@@ -424,6 +424,9 @@ def counting_run(cfg_path, overrides, steps, be):
     return per_step, {phase: last[phase] for phase in ITER_PHASES if phase in last}, sim.model, path
 
 
+EIGEN_KERNELS = ("eigenvalues", "eigenvalues_nr", "eigenvalues_tw", "ipim_a", "ipim_b", "ipim_t")
+
+
 def iter_kernels(cfg_path=None, overrides=(), nz=(33, 49, 65, 97, 129), nx=65, nsbn=6, nw=300, nphi=48,
                  standard_nz=65, steps=5, reps=100):
     """(Table 1, Table 4, run record) of paper 001 on this GPU.
@@ -438,14 +441,16 @@ def iter_kernels(cfg_path=None, overrides=(), nz=(33, 49, 65, 97, 129), nx=65, n
     be = get_backend("cupy")
     cp = be.xp
     eig, ipim_block = cuda_eigen_module()
-    ipim_default = "a"  # numerics.ipim default (schema)
-    eigen_default = "eigenvalues_nr"  # numerics.eigen default (auto = newton on the GPU)
+    from solver.bsp.kernels import eigen_variant, ipim_variant
     tm = SpinTimer(cp)
     rows1, rows4 = [], []
     for NZ in nz:
         mesh = [f"mesh.N_sbn={nsbn}", f"mesh.NX={nx}", f"mesh.NZ={NZ}", f"mesh.NW={nw}", f"mesh.NPHI={nphi}"]
         t0 = time.perf_counter()
         calls, last, m, path = counting_run(cfg_path, mesh + list(overrides), steps, be)
+        # the kernels the run's configuration uses (numerics.eigen: auto = twisted; numerics.ipim)
+        default = ({"eigenvalues_tw", "ipim_t"} if eigen_variant(m) == "twisted" else
+                   {"eigenvalues_nr" if eigen_variant(m) == "newton" else "eigenvalues", f"ipim_{ipim_variant(m)}"})
         print(f"NZ={NZ}: counting run {time.perf_counter() - t0:.1f} s, calls/step {calls}", file=sys.stderr)
         V = cp.ascontiguousarray(last["eigen"][2])
         eps, Dg = eig.eigenvalues(m, V)
@@ -455,7 +460,9 @@ def iter_kernels(cfg_path=None, overrides=(), nz=(33, 49, 65, 97, 129), nx=65, n
         t = {"eigenvalues": tm(lambda: eig.eigenvalues(m, V), reps),
              "eigenvalues_nr": tm(lambda: eig.eigenvalues_nr(m, V, levels), reps),
              "ipim_a": tm(lambda: eig.ipim(m, eps, Dg, variant="a"), reps),
-             "ipim_b": tm(lambda: eig.ipim(m, eps, Dg, variant="b"), reps)}
+             "ipim_b": tm(lambda: eig.ipim(m, eps, Dg, variant="b"), reps),
+             "eigenvalues_tw": tm(lambda: eig.eigenvalues_tw(m, V, levels), reps),
+             "ipim_t": tm(lambda: eig.ipim_t(m, eps, Dg), reps)}
         ne = calls["eigen"]
         pa, pb = PAPER_T1.get(NZ, (np.nan, np.nan))
         rows1.append({"NX": nx, "NZ": NZ, "N_sbn": nsbn, "NW": nw, "NPHI": nphi, "steps_counted": steps,
@@ -469,7 +476,7 @@ def iter_kernels(cfg_path=None, overrides=(), nz=(33, 49, 65, 97, 129), nx=65, n
                       "launch_overhead_hidden": all(v[2] for v in t.values()), "newton_solve": path})
         if NZ != standard_nz:
             continue
-        per_step = {"eigenvalues": ne, "eigenvalues_nr": ne, "ipim_a": ne, "ipim_b": ne}
+        per_step = {"eigenvalues": ne, "eigenvalues_nr": ne, "ipim_a": ne, "ipim_b": ne, "eigenvalues_tw": ne, "ipim_t": ne}
         for phase in ("Frechet", "construct_linsys", "solve_linsys", "newton_rhs", "newton_norms"):
             if phase in last:
                 fn = fast_table("cupy")[phase]
@@ -482,6 +489,9 @@ def iter_kernels(cfg_path=None, overrides=(), nz=(33, 49, 65, 97, 129), nx=65, n
              "warm start: the levels of the previous Newton iterate" if levels is not None else
              "no warm start recorded: timed cold (= bisection)"),
             ("eigenvalues", "eigenvalues (bisection)", "cuda_eigenvalues_NR", 1, "numerics.eigen=bisection"),
+            ("eigenvalues_tw", "eigenvalues_tw (two lanes per eigenvalue, twisted factorization)", "cuda_eigenvalues_NR",
+             1, "numerics.eigen=twisted (the default)"),
+            ("ipim_t", "ipim_t (LU once, reciprocals kept)", "cuda_tridiag_Thomas", 1, "numerics.eigen=twisted"),
             ("ipim_a", "ipim kernel A (global memory)", "cuda_tridiag_Thomas", 1, ""),
             ("ipim_b", "ipim kernel B (shared memory)", "cuda_tridiag_Thomas", 1, ""),
             ("Frechet", "frechet", "cuda_compute_frechet", 1, ""),
@@ -500,8 +510,7 @@ def iter_kernels(cfg_path=None, overrides=(), nz=(33, 49, 65, 97, 129), nx=65, n
                 p3090, pv100 = PAPER_T4.get(pname, (np.nan, np.nan))
             per_call = t[key][0]
             rows4.append({"mesh": f"{nsbn}x{nx}x{NZ}x{nw}x{nphi}", "kernel": name,
-                          "used_by_default": (key == f"ipim_{ipim_default}" if key in ("ipim_a", "ipim_b") else
-                                              key == eigen_default if key in ("eigenvalues", "eigenvalues_nr") else True),
+                          "used_by_default": key in default if key in EIGEN_KERNELS else True,
                           "launches_per_call": launches, "calls_per_step": per_step[key],
                           "us_per_call": 1e6 * per_call, "us_per_step": 1e6 * per_call * per_step[key],
                           "paper_kernel": pname, "paper_rtx3090_us_per_step": p3090,
@@ -513,7 +522,7 @@ def iter_kernels(cfg_path=None, overrides=(), nz=(33, 49, 65, 97, 129), nx=65, n
     t4.insert(0, "machine", machine)
     rec = provenance.collect(
         {"config": None if cfg_path is None else str(cfg_path), "overrides": list(overrides), "nz": list(nz), "nx": nx,
-         "n_sbn": nsbn, "nw": nw, "nphi": nphi, "steps": steps, "reps": reps, "ipim_default": ipim_default,
+         "n_sbn": nsbn, "nw": nw, "nphi": nphi, "steps": steps, "reps": reps, "eigen_kernels_default": sorted(default),
          "ipim_block": ipim_block}, be,
         {"spin_s": tm.spin_s, "timing": "CUDA events around one call queued behind a spin kernel; median of reps"})
     return t1, t4, rec
