@@ -8,10 +8,11 @@ previous face row kept) and over (i, nu, p) rows for w (SIMD over phi, faces swe
 (SIMD over the faces of one l).  Each bundle is padded with its ghosts in a thread-local buffer and
 the difference of the faces is written straight into the output: no temporaries of Phi's size.
 The weights take one division per face (``_corr``) instead of four, with the multiply-adds fused
-explicitly (``_fma``, no fastmath: the same bits compiled or loaded from numba's cache).  Boundary rules as in weno.py: inflow ghosts a1 (rho_eq/rho) Phi at the contacts (or
-closed contacts: constant extension and zero contact faces), partner-angle ghosts below w = 0, top
-w face 0, the bottom face average (h(phi) - h(phi + pi))/2, periodic phi with the Lax-Friedrichs
-split.  Only float64 is supported (inputs are converted).
+explicitly (``_fma``, no fastmath: the same bits compiled or loaded from numba's cache).  Boundary
+rules as in weno.py: inflow ghosts a1 (rho_eq/rho) Phi at the contacts (or closed contacts:
+constant extension and zero contact faces), partner-angle ghosts below w = 0, top w face 0, the
+bottom face average (h(phi) - h(phi + pi))/2, periodic phi with the Lax-Friedrichs split.  Only
+float64 is supported (inputs are converted).
 """
 from __future__ import annotations
 
