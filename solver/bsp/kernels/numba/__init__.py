@@ -8,7 +8,10 @@ needs numba (ModuleNotFoundError otherwise: the phases stay on the array referen
                    stage_update = RK_wphi (also the w and phi terms in the same pass)
     iter.py        eigen, Frechet, construct_linsys, solve_linsys, newton_rhs, newton_norms (ITER)
 
-Kernels are compiled on first use (``cache=True``: later processes load them from __pycache__).
+Kernels are compiled on first use with ``cache=True``: later processes load them from numba's cache
+(NUMBA_CACHE_DIR if set, else __pycache__ beside these files if writable, else ~/.cache/numba;
+docs/developing.md).  No fastmath: the multiply-adds are fused explicitly (weno._fma), so a cached
+kernel computes the same bits as a freshly compiled one (tests/test_bsp_kernels_numba_cache.py).
 """
 from __future__ import annotations
 

@@ -28,7 +28,7 @@ from numba import njit, prange
 from solver.bsp import bte as _bte
 from solver.bsp.kernels import f64
 from solver.bsp.kernels.numba._common import out_array, set_threads
-from solver.bsp.kernels.numba.weno import _face
+from solver.bsp.kernels.numba.weno import _face, _fma
 
 _BLOCK = 128  # NumPy's PW_BLOCKSIZE
 
@@ -155,8 +155,10 @@ def _rk_kernel(P, P0, G, Lc, tx, tw, tp, scat, has0, dt, c, c0, dphi, dw, out, P
 
 # Inlines weno._face.  numba's cache only notices changes of the caller's own file: after editing weno.py, delete
 # the numba cache files (docs/developing.md); the tests compare this kernel with the reference, so a stale cache
-# fails them.  FMA contraction as the WENO kernels, so the fused RK update is not bitwise rk_update's (~2e-16).
-@njit(parallel=True, cache=True, fastmath={"contract"})
+# fails them.  No fastmath: the multiply-adds are fused explicitly (weno._fma, as the WENO kernels), so the kernel
+# computes the same bits freshly compiled and loaded from numba's cache (with fastmath "contract" it did not:
+# docs/performance-numba-kernels.md section 10); the fused RK update is not bitwise rk_update's (~2e-16).
+@njit(parallel=True, cache=True, fastmath=False)
 def _stage_kernel(P, P0, G, Lc, tx, a1, a3f, deps, alpha, eps, inv_w, inv_phi, scat, has0, dt, c, c0, dphi, dw,
                   out, PhiHat, rho):
     """P, P0, tx, out (NX, 3, NS, NW * NPHI); items the (i, nu, p) rows.  One sweep upwards in w per row: at
@@ -232,19 +234,19 @@ def _stage_kernel(P, P0, G, Lc, tx, a1, a3f, deps, alpha, eps, inv_w, inv_phi, s
                 tp[m] = (fph[m + 1] - fph[m]) * inv_phi
             g = G[i, nu, p, l] if scat else 0.0
             lc = Lc[i, nu, p, l] if scat else 0.0
-            for m in range(NP):  # the RK update of _rk_row
+            for m in range(NP):  # the RK update of _rk_row, the multiply-adds fused (_fma)
                 kk = l * NP + m
                 v = Pr[kk]
                 if scat:
-                    h = g - lc * v
+                    h = _fma(-lc, v, g)
                     h -= txr[kk]
                 else:
                     h = -txr[kk]
                 h -= tw[m]
                 h -= tp[m]
-                h = h * dt + v
+                h = _fma(h, dt, v)
                 if has0:
-                    h = h * c + c0 * P0r[kk]
+                    h = _fma(h, c, c0 * P0r[kk])
                 outr[kk] = h
             PhiHat[i, nu, p, l] = _pairwise(outr, l * NP, NP) * dphi
         rho[i, nu, p] = _pairwise(PhiHat[i, nu, p], 0, NW) * dw

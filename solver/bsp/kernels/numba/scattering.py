@@ -16,8 +16,9 @@ from numba import njit, prange, uint64
 from solver.bsp import scattering as _scat
 from solver.bsp.kernels import f64
 from solver.bsp.kernels.numba._common import cached, set_threads
+from solver.bsp.kernels.numba.weno import _fma
 
-_FM = {"contract"}  # FMA contraction only (weno.py)
+_FM = False  # no fastmath: the multiply-adds fused explicitly (weno._fma), the same bits compiled or cached
 
 
 def _branch_table(model, mechanisms):
@@ -118,7 +119,7 @@ def _gain_kernel(PH, eps, W, s_w, inv_dw, off, bnu2, bsig, bgw, G):
                 f0 = PH[i, nu2, q, 0]
                 d0 = PH[i, nu2, q, 1] - f0
                 for l in range(lo, la):
-                    acc[l] += coef * (d0 * (x + l) + f0)
+                    acc[l] = _fma(coef, _fma(d0, x + l, f0), acc[l])
                 fx = math.floor(x)
                 lb = la if la >= NW else max(la, min(NW, NW - 1 - int(fx)))
                 j0 = uint64(int(fx) + la) if la < lb else uint64(0)
@@ -127,7 +128,7 @@ def _gain_kernel(PH, eps, W, s_w, inv_dw, off, bnu2, bsig, bgw, G):
                     r = x + l
                     j = j0 + u
                     f = PH[i, nu2, q, j]
-                    acc[l] += coef * ((PH[i, nu2, q, j + uint64(1)] - f) * (r - (fx + l)) + f)
+                    acc[l] = _fma(coef, _fma(PH[i, nu2, q, j + uint64(1)] - f, r - (fx + l), f), acc[l])
                 for l in range(lb, NW):
                     r = x + l
                     if r > NW - 1:
@@ -137,7 +138,7 @@ def _gain_kernel(PH, eps, W, s_w, inv_dw, off, bnu2, bsig, bgw, G):
                         ldc = min(max(ld, 0.0), NW - 2.0)
                         j = int(ldc)
                         f = PH[i, nu2, q, j]
-                        acc[l] += coef * ((PH[i, nu2, q, j + 1] - f) * (r - ldc) + f)
+                        acc[l] = _fma(coef, _fma(PH[i, nu2, q, j + 1] - f, r - ldc, f), acc[l])
             for l in range(NW):
                 G[i, nu, p, l] += acc[l]
         for l in range(NW):

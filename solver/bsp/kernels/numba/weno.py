@@ -7,16 +7,19 @@ x bundles (nu, p, block of ~512 contiguous (l, phi) values; the x faces swept up
 previous face row kept) and over (i, nu, p) rows for w (SIMD over phi, faces swept in w) and phi
 (SIMD over the faces of one l).  Each bundle is padded with its ghosts in a thread-local buffer and
 the difference of the faces is written straight into the output: no temporaries of Phi's size.
-The weights take one division per face (``_corr``) instead of four, and fastmath is limited to FMA
-contraction.  Boundary rules as in weno.py: inflow ghosts a1 (rho_eq/rho) Phi at the contacts (or
-closed contacts: constant extension and zero contact faces), partner-angle ghosts below w = 0, top
-w face 0, the bottom face average (h(phi) - h(phi + pi))/2, periodic phi with the Lax-Friedrichs
-split.  Only float64 is supported (inputs are converted).
+The weights take one division per face (``_corr``) instead of four, with the multiply-adds fused
+explicitly (``_fma``, no fastmath: the same bits compiled or loaded from numba's cache).  Boundary
+rules as in weno.py: inflow ghosts a1 (rho_eq/rho) Phi at the contacts (or closed contacts:
+constant extension and zero contact faces), partner-angle ghosts below w = 0, top w face 0, the
+bottom face average (h(phi) - h(phi + pi))/2, periodic phi with the Lax-Friedrichs split.  Only
+float64 is supported (inputs are converted).
 """
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange, uint64
+from llvmlite import ir as llvm_ir
+from numba import njit, prange, types, uint64
+from numba.extending import intrinsic
 
 from solver.bsp import weno as _weno
 from solver.bsp.kernels import f64
@@ -35,9 +38,27 @@ def _masks(model):
 
 # ---------------------------------------------------------------------------- WENO-5 face
 # Every loop that evaluates faces runs over a contiguous axis (phi, or (l, phi) for x) with the
-# bias a select, so that LLVM vectorises it (packed divisions).  fastmath is limited to
-# contraction (FMA): no reassociation, no reciprocal approximations.
-_FM = {"contract"}
+# bias a select, so that LLVM vectorises it (packed divisions).  No fastmath: the fused
+# multiply-adds are written out (_fma = llvm.fma, one rounding), so the machine code computes the
+# same bits however LLVM optimises the kernel.  With fastmath "contract" LLVM chose the fusions
+# itself, and a kernel freshly compiled and the same kernel loaded from numba's cache fused
+# differently (rk._stage_kernel: 1 ulp, docs/performance-numba-kernels.md section 10).
+_FM = False
+
+
+@intrinsic
+def _fma(typingctx, a, b, c):
+    """a * b + c rounded once (llvm.fma.f64; vectorised as vfmadd).  float64 only."""
+    if not all(isinstance(t, types.Float) for t in (a, b, c)):
+        return None
+    sig = types.float64(types.float64, types.float64, types.float64)
+
+    def codegen(context, builder, signature, args):
+        f64t = llvm_ir.DoubleType()
+        x, y, z = (context.cast(builder, v, t, types.float64) for v, t in zip(args, signature.args))
+        fn = builder.module.declare_intrinsic("llvm.fma", [f64t], llvm_ir.FunctionType(f64t, [f64t] * 3))
+        return builder.call(fn, [x, y, z])
+    return sig, codegen
 
 
 @njit(cache=True, fastmath=_FM, inline="always")
@@ -49,26 +70,26 @@ def _corr(a, b, c, d, eps):
     ab = a - b
     bc = b - c
     cd = c - d
-    t = a - 3.0 * b
-    q0 = 13.0 * ab * ab + 3.0 * t * t + eps
+    t = _fma(-3.0, b, a)
+    q0 = _fma(13.0 * ab, ab, _fma(3.0 * t, t, eps))
     t = b + c
-    q1 = 13.0 * bc * bc + 3.0 * t * t + eps
-    t = 3.0 * c - d
-    q2 = 13.0 * cd * cd + 3.0 * t * t + eps
+    q1 = _fma(13.0 * bc, bc, _fma(3.0 * t, t, eps))
+    t = _fma(3.0, c, -d)
+    q2 = _fma(13.0 * cd, cd, _fma(3.0 * t, t, eps))
     q0 *= q0
     q1 *= q1
     q2 *= q2
     u0 = _D0 * (q1 * q2)
     u2 = _D2 * (q0 * q1)
-    s = u0 + _D1 * (q0 * q2) + u2
-    return (u0 * (bc - ab) * (1.0 / 3.0) + (u2 - 0.5 * s) * (cd - bc) * (1.0 / 6.0)) / s
+    s = _fma(_D1, q0 * q2, u0) + u2
+    return _fma(u0 * (bc - ab), 1.0 / 3.0, (_fma(-0.5, s, u2) * (cd - bc)) * (1.0 / 6.0)) / s
 
 
 @njit(cache=True, fastmath=_FM, inline="always")
 def _face(g0, g1, g2, g3, g4, g5, left, eps):
     """h_{l-1/2} from the six padded values g_{l-3..l+2}: left-biased (a, b, c, d) = (D_{l-2},
     D_{l-1}, D_l, D_{l+1}) with sign +, else right-biased (D_{l+2}, D_{l+1}, D_l, D_{l-1}), sign -."""
-    h = (7.0 * (g2 + g3) - g1 - g4) * (1.0 / 12.0)
+    h = (_fma(7.0, g2 + g3, -g1) - g4) * (1.0 / 12.0)
     dm1 = g2 - g1
     dp1 = g4 - g3
     a = (g1 - g0) if left else (g5 - g4)
