@@ -32,7 +32,54 @@ def git_info(cwd: str | os.PathLike | None = None) -> dict:
     # commit it copied from
     if os.environ.get("SOLVER_SOURCE_COMMIT"):
         out["source_commit"] = os.environ["SOLVER_SOURCE_COMMIT"]
+    # and, with or without .git, the code itself: the git tree id of the solver package as it is on
+    # disk.  `git rev-parse COMMIT:solver` gives the same id for the commit whose package this is
+    # (tools/which_commit.sh finds it), so a result names its code even from a copy.
+    try:
+        out["solver_tree"] = tree_id(Path(__file__).resolve().parent)
+    except OSError:
+        out["solver_tree"] = None
     return out
+
+
+# files a working tree holds that git does not track (.gitignore): bytecode, numba's cache, packaging
+_UNTRACKED_DIRS = {"__pycache__", ".pytest_cache"}
+_UNTRACKED_SUFFIXES = (".pyc", ".pyo", ".nbi", ".nbc", ".egg-info", ".h5", ".hdf5")
+
+
+def tree_id(folder) -> str:
+    """Git's object id (SHA-1) of the tree of ``folder`` as it is on disk, computed as git does
+    (blobs "blob <size>\\0<bytes>", entries "<mode> <name>\\0<id>" sorted with folders as "<name>/",
+    modes 100644 / 100755 / 120000 / 40000, empty folders left out), without git: equal to
+    ``git rev-parse HEAD:<folder>`` when the folder holds exactly the tracked files of HEAD."""
+    entries = []
+    with os.scandir(folder) as it:
+        for e in it:
+            if (e.name in _UNTRACKED_DIRS or e.name.endswith(_UNTRACKED_SUFFIXES) or e.name == ".git"
+                    or e.name.startswith(".tmp")):
+                continue
+            if e.is_symlink():
+                mode, oid = "120000", _object_id(b"blob", os.readlink(e.path).encode())
+            elif e.is_dir():
+                sub = tree_id(e.path)
+                if sub is None:
+                    continue
+                mode, oid = "40000", sub
+            else:
+                with open(e.path, "rb") as f:
+                    data = f.read()
+                mode = "100755" if os.access(e.path, os.X_OK) else "100644"
+                oid = _object_id(b"blob", data)
+            entries.append((e.name + "/" if mode == "40000" else e.name, mode, e.name, oid))
+    if not entries:
+        return None
+    body = b"".join(f"{mode} {name}".encode() + b"\0" + bytes.fromhex(oid)
+                    for _, mode, name, oid in sorted(entries, key=lambda t: t[0].encode()))
+    return _object_id(b"tree", body)
+
+
+def _object_id(kind: bytes, data: bytes) -> str:
+    return hashlib.sha1(kind + b" " + str(len(data)).encode() + b"\0" + data).hexdigest()
 
 
 def library_versions() -> dict:

@@ -120,6 +120,43 @@ def test_git_info_records_the_source_commit_of_a_copied_tree(monkeypatch):
     assert info["source_commit"] == "abc123" and "commit" in info
 
 
+def test_tree_id_is_the_git_tree_of_the_folder(tmp_path):
+    """provenance.tree_id computes without git what `git rev-parse HEAD:<folder>` says for a folder
+    holding exactly its tracked files: nested folders, an executable, a symlink, bytes that are not
+    text; bytecode and numba cache files (git-ignored) and empty folders do not count."""
+    import os
+    import subprocess
+
+    repo = tmp_path / "repo"
+    pkg = repo / "pkg"
+    (pkg / "sub" / "deeper").mkdir(parents=True)
+    (pkg / "a.py").write_text("x = 1\n")
+    (pkg / "sub" / "b.cu").write_text("__global__ void k() {}\n")
+    (pkg / "sub" / "deeper" / "c.bin").write_bytes(bytes(range(256)))
+    (pkg / "run.sh").write_text("#!/bin/sh\necho hi\n")
+    os.chmod(pkg / "run.sh", 0o755)
+    os.symlink("a.py", pkg / "link.py")
+    (pkg / "sub-x.py").write_text("# sorts between 'sub/' and 'sub.x'\n")
+    (pkg / "sub.x").write_text("y\n")
+    (repo / ".gitignore").write_text("__pycache__/\n*.pyc\n")
+
+    def git(*a):
+        return subprocess.run(["git", *a], cwd=repo, capture_output=True, text=True, check=True).stdout.strip()
+
+    git("init", "-q")
+    git("add", "-A")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "t")
+    (pkg / "__pycache__").mkdir()
+    (pkg / "__pycache__" / "a.cpython-311.pyc").write_bytes(b"\0\1")
+    (pkg / "sub" / "k.nbi").write_bytes(b"numba")
+    (pkg / "empty").mkdir()
+    assert provenance.tree_id(pkg) == git("rev-parse", "HEAD:pkg")
+    (pkg / "a.py").write_text("x = 2\n")  # an edit: another tree
+    assert provenance.tree_id(pkg) != git("rev-parse", "HEAD:pkg")
+    info = provenance.git_info()
+    assert len(info["solver_tree"]) == 40
+
+
 def test_dispatch_missing_package_vs_broken_install():
     """Only the optional package itself missing means "no fast path"; a missing submodule of an
     installed one (a broken install) or any other import error propagates."""
