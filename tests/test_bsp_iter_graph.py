@@ -161,7 +161,7 @@ class _EagerGraph:
             return types.SimpleNamespace(launch=lambda: self._launches(prologue))
         monkeypatch.setattr(G, "_capture", capture)
         monkeypatch.setattr(G, "_pinned", lambda self, n: np.zeros(n))
-        monkeypatch.setattr(G, "_put", lambda self, dst, src: dst.__setitem__(Ellipsis, src))
+        monkeypatch.setattr(ig_mod._build, "put", lambda dst, src: dst.__setitem__(Ellipsis, src))
         monkeypatch.setattr(G, "_to_host", lambda self: self.host.__setitem__(Ellipsis, self.o_nrm))
         monkeypatch.setattr(G, "_wait", lambda self: None)
 

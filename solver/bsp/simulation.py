@@ -377,8 +377,9 @@ class Simulation:
                 f.attrs["initcond_iterations"] = eq.initcond_iterations
                 f.attrs["thermequil_iterations"] = eq.thermequil_iterations
                 f.attrs["startup_s"] = self.startup_s
-                if self._wall_so_far() is not None:
-                    f.attrs["wall_s_run"] = self._wall_so_far()
+                wall = self._wall_so_far()
+                if wall is not None:
+                    f.attrs["wall_s_run"] = wall
                 f.attrs["config_hash"] = provenance.config_hash(self.cfg)
                 f.attrs["bias_V"] = list(_bias_volts(self.cfg))
                 if name == FINAL_STATE:  # checked by a run that starts from this state

@@ -28,6 +28,20 @@ _pending: dict = {}  # key -> Future of the module a precompile thread builds
 _lock = threading.Lock()
 
 
+_D2D = 3  # cudaMemcpyDeviceToDevice
+
+
+def put(dst, src):
+    """dst[...] = src on the current stream (one cudaMemcpyAsync for a float64 C-contiguous src):
+    the graphs' fixed input buffers (bte_graph, iter_graph) filled before a replay."""
+    if src.dtype == dst.dtype and src.shape == dst.shape and src.flags.c_contiguous:
+        if src.data.ptr != dst.data.ptr:
+            cp.cuda.runtime.memcpyAsync(dst.data.ptr, src.data.ptr, dst.nbytes, _D2D,
+                                        cp.cuda.get_current_stream().ptr)
+    else:
+        dst[...] = src
+
+
 def source(name: str) -> str:
     """The text of the CUDA source ``name`` of this package."""
     return _SOURCES.joinpath(name).read_text()

@@ -34,10 +34,9 @@ import numpy as np
 
 import cupy as cp
 
-from solver.bsp.kernels.cuda import rk, scattering, weno
+from solver.bsp.kernels.cuda import _build, rk, scattering, weno
 
 _H2D = 1  # cudaMemcpyHostToDevice
-_D2D = 3  # cudaMemcpyDeviceToDevice
 
 
 def usable(Phi) -> bool:
@@ -62,16 +61,6 @@ def _owned(ring, a):
         if a.data.ptr == b.data.ptr and a.shape == b.shape and a.dtype == b.dtype and a.flags.c_contiguous:
             return k
     return None
-
-
-def _put(dst, src):
-    """dst[...] = src on the current stream (one cudaMemcpyAsync for a float64 C-contiguous src)."""
-    if src.dtype == dst.dtype and src.shape == dst.shape and src.flags.c_contiguous:
-        if src.data.ptr != dst.data.ptr:
-            cp.cuda.runtime.memcpyAsync(dst.data.ptr, src.data.ptr, dst.nbytes, _D2D,
-                                        cp.cuda.get_current_stream().ptr)
-    else:
-        dst[...] = src
 
 
 class StageGraph:
@@ -99,10 +88,10 @@ class StageGraph:
         i0 = ip if s == 0 else _owned(self.phi, Phi0)
         if s > 0 and i0 is None:  # Phi^0 from elsewhere: into a slot Phi does not use
             i0 = next(k for k in range(3) if k != ip)
-            _put(self.phi[i0], Phi0)
+            _build.put(self.phi[i0], Phi0)
         if ip is None:
             ip = i0 if s == 0 and i0 is not None else next(k for k in range(3) if k != i0)
-            _put(self.phi[ip], Phi)
+            _build.put(self.phi[ip], Phi)
             if s == 0:
                 i0 = ip
         io = next(k for k in range(3) if k not in (ip, i0))
@@ -110,16 +99,16 @@ class StageGraph:
                     if _owned([r], sd.rho) == 0 and _owned([ph], sd.PhiHat) == 0), None)
         if idn is None:
             idn = 0
-            _put(self.dens[0][0], sd.rho)
-            _put(self.dens[0][1], sd.PhiHat)
+            _build.put(self.dens[0][0], sd.rho)
+            _build.put(self.dens[0][1], sd.PhiHat)
         if scat:
-            _put(self.eps, sd.eps)
-            _put(self.W, sd.W)
-        _put(self.deps, sd.deps_dx)
+            _build.put(self.eps, sd.eps)
+            _build.put(self.W, sd.W)
+        _build.put(self.deps, sd.deps_dx)
         if dx is not None:
-            _put(self.tx, dx)
+            _build.put(self.tx, dx)
         elif not sd.closed:
-            _put(self.rho_eq, sd.rho_eq)
+            _build.put(self.rho_eq, sd.rho_eq)
         self._done.synchronize()  # the previous replay has copied its scalars
         self.host[0] = float(sd.A_eps * model.A3)  # as weno.weno_phi forms alpha
         self.host[1] = dt

@@ -55,7 +55,7 @@ from solver.bsp.kernels.cuda import newton as _newton
 SOURCE = "iter_graph.cu"
 OPTIONS = ("-std=c++14",)
 BLOCK = 256
-_D2H, _D2D = 2, 3  # cudaMemcpyKind
+_D2H = 2  # cudaMemcpyDeviceToHost
 
 
 def usable(model) -> bool:
@@ -152,15 +152,6 @@ class IterGraph:
         self._pinned_mem = cp.cuda.alloc_pinned_memory(8 * n)
         return np.frombuffer(self._pinned_mem, dtype=np.float64, count=n)
 
-    def _put(self, dst, src):
-        """dst[...] = src on the current stream (one cudaMemcpyAsync for a float64 C-contiguous src)."""
-        if src.dtype == dst.dtype and src.shape == dst.shape and src.flags.c_contiguous:
-            if src.data.ptr != dst.data.ptr:
-                cp.cuda.runtime.memcpyAsync(dst.data.ptr, src.data.ptr, dst.nbytes, _D2D,
-                                            cp.cuda.get_current_stream().ptr)
-        else:
-            dst[...] = src
-
     def _to_host(self):
         cp.cuda.runtime.memcpyAsync(self.host.ctypes.data, self.o_nrm.data.ptr, 56, _D2H,
                                     cp.cuda.get_current_stream().ptr)
@@ -242,7 +233,7 @@ class IterGraph:
         _build.launch(_build.function("newton.cu", "construct_rhs", _newton.OPTIONS), NX * NZ, _newton.BLOCK,
                       (self.D0, self.F, self.rhs, self.bflat, f8(self.sysm.cp_dz), i32(NX), i32(NZ), b))
         x = self.bg._solver.resolve(lo, up, b, self.bg.dirm)
-        self._put(self.o_V, x.reshape(NX, NZ))
+        _build.put(self.o_V, x.reshape(NX, NZ))
         self._eigen(self.o_V, levels, self.o_eps, self.o_chi)
         self._density(self.o_chi, self.o_N)
         e = self.o_eps
@@ -256,20 +247,20 @@ class IterGraph:
         for name, dst, src in (("F", self.F, jac[0]), ("bflat", self.bflat, _newton._device_bflat(model, bflat)),
                                ("ND", self.ND, model.on(backend, "N_D"))):
             if self.src.get(name) is not src:
-                self._put(dst, f64(cp, src).reshape(dst.shape))
+                _build.put(dst, f64(cp, src).reshape(dst.shape))
                 self.src[name] = src
 
     def run(self, model, backend, jac, V, N, eps, rho, bflat, levels):
         self._cp, self._dx, self._dz = model.cp, model.dx, model.dz
         self._inputs(model, backend, jac, bflat)
         prologue = N is None
-        self._put(self.V, f64(cp, V))
-        self._put(self.rho, f64(cp, rho))
+        _build.put(self.V, f64(cp, V))
+        _build.put(self.rho, f64(cp, rho))
         if prologue:
-            self._put(self.eps, f64(cp, levels))
+            _build.put(self.eps, f64(cp, levels))
         else:
-            self._put(self.N, f64(cp, N))
-            self._put(self.eps, f64(cp, eps))
+            _build.put(self.N, f64(cp, N))
+            _build.put(self.eps, f64(cp, eps))
         kind = "stage" if prologue else "iteration"
         graph = self.graphs.get(kind)
         if graph is None:
@@ -277,7 +268,7 @@ class IterGraph:
         graph.launch()
         self.replays[kind] += 1
         block = cp.empty(self.out.size - 7)
-        self._put(block, self.out[:block.size])
+        _build.put(block, self.out[:block.size])
         self._wait()
         v = self.host.copy()
         V_new, N_new, eps_new, d, chi_new = self._views(block)
