@@ -47,6 +47,12 @@ class Backend:
     def scalar(self, a) -> float:
         return float(self.to_numpy(a))
 
+    def to_host_async(self, a) -> "HostCopy":
+        """Start copying the small array ``a`` to the host without waiting; ``.result()`` returns it as
+        NumPy.  On the GPU: an asynchronous copy into pinned memory on the current stream and an event
+        (the host goes on launching work while the GPU gets there); elsewhere the array itself."""
+        return HostCopy(self, a)
+
     def synchronize(self) -> None:
         if self.is_gpu:
             self.xp.cuda.get_current_stream().synchronize()
@@ -75,6 +81,29 @@ class Backend:
         else:
             info["device"] = cpu_model()
         return info
+
+
+class HostCopy:
+    """A small device array on its way to the host (Backend.to_host_async)."""
+
+    def __init__(self, backend: Backend, a):
+        if not backend.is_gpu or isinstance(a, np.ndarray):
+            self._host, self._event = np.array(a), None
+            return
+        cp = backend.xp
+        a = cp.ascontiguousarray(a)
+        self._keep = a  # the source stays alive until the copy is done
+        self._mem = cp.cuda.alloc_pinned_memory(max(a.nbytes, 1))
+        self._host = np.frombuffer(self._mem, a.dtype, a.size).reshape(a.shape)
+        stream = cp.cuda.get_current_stream()
+        cp.cuda.runtime.memcpyAsync(self._host.ctypes.data, a.data.ptr, a.nbytes,
+                                    cp.cuda.runtime.memcpyDeviceToHost, stream.ptr)
+        self._event = stream.record()
+
+    def result(self) -> np.ndarray:
+        if self._event is not None:
+            self._event.synchronize()
+        return self._host.copy()
 
 
 @lru_cache(maxsize=None)

@@ -106,6 +106,14 @@ def _run(*extra, out=None):
     return sim, sim.run()
 
 
+def test_subthreshold_points_get_the_longer_time_limit():
+    """steady.t_max_low_vg: the points at V_G <= vg_max run to its t_max_ps, the others to t_max_ps."""
+    study = {**STUDY, "steady": {**STUDY["steady"], "t_max_low_vg": {"vg_max": -0.2, "t_max_ps": 2.5}}}
+    t_end = {g: load(None, iv.run_sets(study, g, 0.05))["time"]["t_end_ps"] for g in (-0.3, -0.2, 0.0, 0.5)}
+    assert t_end == {-0.3: 2.5, -0.2: 2.5, 0.0: 2.0, 0.5: 2.0}
+    assert iv.t_max_ps(STUDY, -0.5) == 2.0  # unset: one limit
+
+
 def test_no_current_without_drain_bias():
     sim, _ = _run("bias.V_DS=0.0", "time.steps=6", "time.t_end_ps=null")
     currents = np.array([r["mean_current_A_per_m"] for r in sim.scalars])

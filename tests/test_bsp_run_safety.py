@@ -5,6 +5,7 @@ in a step (NaN/Inf, negative density, Newton failure) stops with step, stage and
 keeping the last good checkpoint, exit code 3."""
 import io as _io
 import tracemalloc
+import warnings
 from types import SimpleNamespace
 
 import h5py
@@ -195,3 +196,32 @@ def test_startup_newton_failure_is_a_fault(tmp_path, monkeypatch):
     monkeypatch.setattr(simulation.poisson, "initcond", _nth_call(simulation.poisson, "initcond", 0, _newton_fails))
     with pytest.raises(RunFault, match=r"start-up \(INITCOND, THERMEQUIL\): Newton failed"):
         sim_of(cfg_of(), tmp_path).run()
+
+
+@pytest.mark.parametrize("module,name,n,change,words", FAULTS, ids=[f[4].split(":")[1].strip() for f in FAULTS])
+def test_deferred_density_check_names_the_same_fault(module, name, n, change, words, tmp_path, monkeypatch):
+    """The GPU's order (Simulation._defer_check: the stage's density read after its ITER) on the
+    NumPy path: every fault is reported as without it, a bad density before ITER's outcome."""
+    mod = getattr(simulation, module)
+    monkeypatch.setattr(mod, name, _nth_call(mod, name, n, change))
+    sim = sim_of(cfg_of(steps=3), tmp_path)
+    sim._defer_check = True
+    probes = []
+    probe = sim._density_probe
+    monkeypatch.setattr(sim, "_density_probe", lambda st: probes.append(1) or probe(st))
+    with warnings.catch_warnings():  # ITER on a bad density may warn before the fault is read
+        warnings.simplefilter("ignore")
+        with pytest.raises(RunFault) as info:
+            sim.run()
+    assert words in str(info.value)
+    assert len(probes) >= 3
+
+
+def test_deferred_density_check_gives_the_same_bits(tmp_path):
+    ref = sim_of(cfg_of(steps=2), tmp_path / "a")
+    ref.run()
+    dfr = sim_of(cfg_of(steps=2), tmp_path / "b")
+    dfr._defer_check = True
+    dfr.run()
+    for f in ("scalars.csv", "profiles.csv"):
+        assert (tmp_path / "a" / f).read_bytes() == (tmp_path / "b" / f).read_bytes()

@@ -40,8 +40,8 @@ def source(tmp_path_factory):
 def stand_in(monkeypatch):
     check = Simulation._check_density
 
-    def fault_on_fast_ramps(self, st, stage):
-        check(self, st, stage)
+    def fault_on_fast_ramps(self, st, stage, probe=None):
+        check(self, st, stage, probe)
         t_ps = st.t * self.model.scales.t * 1e12
         if self.source is not None and self.source["ramp_ps"] < NEED_PS * (1 - 1e-9) and t_ps > self.source["ramp_ps"] / 2:
             raise self._fault(stage, "DENS", "negative density (stand-in) at x node 4")

@@ -100,12 +100,23 @@ def _bias_sets(iv: dict, vg: float, vds: float) -> list[str]:
                                          [f"bias.V_G_top={_num(vg)}", f"bias.V_G_bottom={_num(b)}"])
 
 
+def t_max_ps(iv: dict, vg: float) -> float:
+    """The point's time limit: ``steady.t_max_ps``, or ``steady.t_max_low_vg.t_max_ps`` at V_G <=
+    its ``vg_max`` (below threshold the start's plasma oscillation outlasts a small current:
+    docs/iv.md section 10)."""
+    st = iv["steady"]
+    low = st.get("t_max_low_vg")
+    if low is not None and vg <= low["vg_max"] + 1e-12:
+        return float(low["t_max_ps"])
+    return float(st["t_max_ps"])
+
+
 def run_sets(iv: dict, vg: float, vds: float) -> list[str]:
     """KEY=VALUE overrides of one point's run (bias, steady state, continuation output)."""
     st = iv["steady"]
     return _bias_sets(iv, vg, vds) + ["steady.enabled=true", f"steady.window_ps={_num(st['window_ps'])}",
                    f"steady.rtol={_num(st['rtol'])}", f"steady.conservation_tol={_num(st['conservation_tol'])}",
-                   f"time.t_end_ps={_num(st['t_max_ps'])}", "time.steps=null", "continuation.save_final_state=true"] + (
+                   f"time.t_end_ps={_num(t_max_ps(iv, vg))}", "time.steps=null", "continuation.save_final_state=true"] + (
         [f"continuation.ramp_ps={_num(iv['ramp_ps'])}"] if iv.get("ramp_ps") else [])
 
 

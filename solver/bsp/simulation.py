@@ -86,6 +86,7 @@ class Simulation:
         self.progress = cfg["output"]["progress"] if progress is None else progress
         self.log = log
         self.timer = PhaseTimer(self.backend)
+        self._defer_check = self.backend.is_gpu  # the stage's density check read with ITER's (_check_density)
         self.startup_timer = PhaseTimer(self.backend)
         self.scalars: list[dict] = []
         self.state: State | None = None
@@ -179,7 +180,9 @@ class Simulation:
                         self._dens(st)
                     else:  # formed by the RK fast path
                         st.rho, st.PhiHat = dn
-                self._check_density(st, s)
+                probe = self._density_probe(st)
+                if not self._defer_check:
+                    self._check_density(st, s, probe)
                 self._launch_dx(st)
                 with tm.phase("ITER"):
                     try:
@@ -188,7 +191,15 @@ class Simulation:
                                                 V_start=self._iter_start(s, V_n, stage_V, dt),
                                                 jacobian=jacobian, tail=True)
                     except poisson.ConvergenceError as exc:
+                        if self._defer_check:  # a fault of the stage's density comes first
+                            self._check_density(st, s, probe)
                         raise self._fault(s, "ITER", f"Newton failed ({exc})") from None
+                    except Exception:
+                        if self._defer_check:
+                            self._check_density(st, s, probe)
+                        raise
+                    if self._defer_check:  # read with ITER's own host read: no wait of its own
+                        self._check_density(st, s, probe)
                     tail = res.tail  # formed with the last Newton norms (one host read; cupy: newton_norms_tail)
                     if tail is None:
                         with tm.phase("deps_dx"):  # d eps/dx, A_eps and the finite check of V: one host read
@@ -245,14 +256,25 @@ class Simulation:
         return kept[2]
 
     # ------------------------------------------------------------------ faults
-    def _check_density(self, st: State, stage: int) -> None:
+    def _density_probe(self, st: State):
+        """The two numbers _check_density needs (sum and minimum of N_s(x)), on their way to the host."""
+        xp = self.xp
+        total = st.rho.sum(axis=(1, 2))
+        return total, self.backend.to_host_async(xp.stack([xp.sum(total), xp.min(total)]))
+
+    def _check_density(self, st: State, stage: int, probe=None) -> None:
         """NaN or Inf in Phi reaches rho = DENS(Phi) (a weighted sum over w and phi), so the small
         rho is checked every stage and the big Phi only to tell which phase failed.  Single subband
         densities dip slightly below zero in healthy runs (WENO undershoots, -3e-6 on a 3x9x13x12x8
-        mesh), so the fault is a negative total density N_s(x) (all valleys and subbands)."""
+        mesh), so the fault is a negative total density N_s(x) (all valleys and subbands).
+        ``probe``: _density_probe of this stage (None: taken now).  On the GPU (``_defer_check``)
+        the check is read after the stage's ITER, whose host read has waited for the GPU anyway:
+        a separate read here would leave the GPU idle while the host prepares ITER (the BTE's GPU
+        work hides that host time instead).  A faulty density is then still reported as the
+        stage's DENS or BTE fault, before any ITER result is used; only ITER's work is wasted."""
         xp = self.xp
-        total = st.rho.sum(axis=(1, 2))
-        rho_sum, low = (float(v) for v in self.backend.to_numpy(xp.stack([xp.sum(total), xp.min(total)])))
+        total, values = probe if probe is not None else self._density_probe(st)
+        rho_sum, low = (float(v) for v in values.result())
         if not math.isfinite(rho_sum):  # one host read per stage for both checks
             if not math.isfinite(float(xp.sum(st.Phi))):
                 raise self._fault(stage, "BTE", "Phi holds NaN or Inf")

@@ -53,7 +53,18 @@ echo "== snakemake ($((SECONDS-t0)) s)"
 # a call cut by SIGINT leaves .snakemake/ locked and its jobs incomplete: unlock, rerun those
 "${SMK[@]}" --unlock > /dev/null 2>&1
 left=$(( LIMIT - (SECONDS - t0) - 45 ))  # 45 s to stop, collect and pack
-timeout -s INT -k 20 "$left" "${SMK[@]}" --resources gpu="${IV_GPU_SLOTS:-$((16 * NGPU))}" --keep-going --rerun-incomplete \
+# the points with the longer time limit (iv.steady.t_max_low_vg) first, so that the longest runs do not
+# start last (with IV_GPU_SLOTS = the GPU count, one point per GPU: list scheduling, longest first)
+LONG=$(python3 -c "
+import yaml
+from solver.bsp import iv
+c = yaml.safe_load(open('$CONFIG'))['iv']
+base = float(c['steady']['t_max_ps'])
+for g, d in iv.points(c):
+    if iv.t_max_ps(c, g) > base:
+        print('$D/runs/' + c['mesh'] + '/cupy_t1/' + iv.point_name(g, d, c.get('bottom_gate_V')) + '/run.json')")
+PRIO=(); [ -n "$LONG" ] && PRIO=(--prioritize $LONG)
+timeout -s INT -k 20 "$left" "${SMK[@]}" "${PRIO[@]}" --resources gpu="${IV_GPU_SLOTS:-$((16 * NGPU))}" --keep-going --rerun-incomplete \
   --rerun-triggers params input > "$OUT/snakemake_$n.log" 2>&1
 echo "snakemake rc=$? ($((SECONDS-t0)) s; 124: cut at the limit, call again)"; tail -3 "$OUT/snakemake_$n.log"
 "${SMK[@]}" -n --quiet rules --rerun-triggers params input > "$OUT/status_$n.txt" 2>&1

@@ -64,7 +64,8 @@ def _iv_seed_sets_list(point):
 
 
 def _iv_minutes(wc):
-    return _minutes(bsp_seconds(IV_MESH, bsp_step_count(IV_MESH, f"ps{IV['steady']['t_max_ps']}"), IV_BACKEND))
+    t_ps = bsp_iv.t_max_ps(IV, (IV_BIAS.get(wc.point) or IV_SEEDS.get(wc.point) or (0.0,))[0])
+    return _minutes(bsp_seconds(IV_MESH, bsp_step_count(IV_MESH, f"ps{t_ps}"), IV_BACKEND))
 
 
 def iv_check_runs():
