@@ -39,6 +39,12 @@ def git_info(cwd: str | os.PathLike | None = None) -> dict:
         out["solver_tree"] = tree_id(Path(__file__).resolve().parent)
     except OSError:
         out["solver_tree"] = None
+    # whether ``commit`` holds this code: False where the .git is older than the files (a copy)
+    if out.get("commit") and out.get("solver_tree"):
+        try:
+            out["commit_has_this_solver"] = _git("rev-parse", "-q", "--verify", "HEAD:solver") == out["solver_tree"]
+        except Exception:
+            pass
     return out
 
 

@@ -155,6 +155,18 @@ def test_tree_id_is_the_git_tree_of_the_folder(tmp_path):
     assert provenance.tree_id(pkg) != git("rev-parse", "HEAD:pkg")
     info = provenance.git_info()
     assert len(info["solver_tree"]) == 40
+    # this checkout: the commit holds the package's files unless they are edited (then: dirty)
+    assert info["commit_has_this_solver"] == (not git_status_touches_solver())
+
+
+def git_status_touches_solver():
+    import subprocess
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    st = subprocess.run(["git", "status", "--porcelain", "--untracked-files=normal", "solver"], cwd=root,
+                        capture_output=True, text=True).stdout
+    return bool(st.strip())
 
 
 def test_dispatch_missing_package_vs_broken_install():
