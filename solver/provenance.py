@@ -158,3 +158,17 @@ def machine_tag(backend=None) -> str:
         name = re.sub(r"\b(\d+gb|hbm\d*e?|sxm\d*|pcie|nvl)\b", "", name.lower())
         return slug(name)
     return "cpu-" + slug(cpu_model())
+
+
+def code_id(g: dict) -> str:
+    """One name for the code of a run's ``git`` record: the sender's commit of a copied tree, else
+    the commit ('-dirty' when modified), else (no .git, or one older than the files) the solver
+    package's tree id as 'tree:<id>' (tools/which_commit.sh finds its commit); 'unknown' without
+    any of them."""
+    if g.get("source_commit"):
+        return str(g["source_commit"])
+    if g.get("commit") and g.get("commit_has_this_solver", True) is not False:
+        return f"{g['commit']}-dirty" if g.get("dirty") else str(g["commit"])
+    if g.get("solver_tree"):
+        return f"tree:{g['solver_tree'][:12]}"
+    return "unknown"

@@ -187,3 +187,15 @@ def test_dispatch_missing_package_vs_broken_install():
     for loader in (broken, ours):
         with pytest.raises(ModuleNotFoundError):
             Registry("t", {"cupy": loader}).table("cupy")
+
+
+def test_code_id_names_the_code_not_a_stale_git():
+    from solver.provenance import code_id
+
+    assert code_id({"commit": "abc", "dirty": False, "solver_tree": "t" * 40, "commit_has_this_solver": True}) == "abc"
+    assert code_id({"commit": "abc", "dirty": True, "solver_tree": "t" * 40}) == "abc-dirty"
+    # the sender's name wins; a .git older than the files is not named
+    assert code_id({"commit": "abc", "dirty": True, "source_commit": "def"}) == "def"
+    assert code_id({"commit": "abc", "dirty": True, "solver_tree": "0123456789abcdef" * 2 + "01234567",
+                    "commit_has_this_solver": False}) == "tree:0123456789ab"
+    assert code_id({}) == "unknown"

@@ -180,12 +180,10 @@ def summarize(case: Case, result: dict | None, commit: str, note: str = "") -> t
 
 
 def commit_id() -> str:
-    """The code's commit (git.source_commit of a copied tree first), '-dirty' when modified."""
+    """The code's name for the tables (provenance.code_id)."""
     from solver import provenance
 
-    g = provenance.git_info()
-    c = g.get("source_commit") or g.get("commit") or "unknown"
-    return f"{c}-dirty" if g.get("dirty") and not g.get("source_commit") else c
+    return provenance.code_id(provenance.git_info())
 
 
 def bench(cfg_path=None, overrides=(), cases=(), timeout=None, log=sys.stderr):

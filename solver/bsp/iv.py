@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from solver import provenance
 from solver.bsp.model import gate_volts
 
 
@@ -151,7 +152,7 @@ def read_point(run_dir) -> dict:
         "wall_s": s["wall_s"],  # the last process's
         "wall_s_run": s.get("wall_s_run"),  # all the run's processes (resumed runs); empty: not recorded
         "startup_s": s["startup_s"],
-        "commit": (rec.get("git") or {}).get("source_commit") or (rec.get("git") or {}).get("commit", ""),
+        "commit": provenance.code_id(rec.get("git") or {}),
     }
 
 
