@@ -136,6 +136,11 @@ def _phi_masks(model):
 
 
 # ---------------------------------------------------------------------------- x
+def contact_rule(model) -> str:
+    """numerics.contact_rule: ``reference`` (physics.md §7, the authors' rule) or ``hybrid`` (docs/iv.md §9.4)."""
+    return str(model.cfg.get("numerics", {}).get("contact_rule", "reference"))
+
+
 def weno_x(model, backend, Phi, rho_eq0, rho_eqL, rho0, rhoL, closed=False, eps=None):
     """d(a1 Phi)/dx with the contact rules of physics.md §7.
 
@@ -143,7 +148,10 @@ def weno_x(model, backend, Phi, rho_eq0, rho_eqL, rho0, rhoL, closed=False, eps=
     densities of the stage being differentiated there (dw dphi sum Phi).  Inflow lines (a1 >= 0
     at the left, a1 <= 0 at the right, cos phi = 0 at both) get ghosts g_{-k} = a1
     (rho_eq/rho) Phi(x_0); the others constant extension.  ``closed``: zero flux through both
-    contact faces (ghosts then by constant extension).
+    contact faces (ghosts then by constant extension).  numerics.contact_rule = hybrid (beyond the
+    papers; array code on every backend): inflow ghosts a1 [min(r, 1) Phi(x_0) + max(rho_eq - rho,
+    0) s_w M] with r = rho_eq/rho: an excess is removed by the authors' factor, a deficit injected
+    with the start-up shape, which has no gain at the contact (docs/iv.md §9, §12).
     """
     fast = _kernels.lookup(model, backend, "WENO_x")
     if fast is not None:
@@ -155,9 +163,15 @@ def weno_x(model, backend, Phi, rho_eq0, rho_eqL, rho0, rhoL, closed=False, eps=
     in_l = _cached(model, backend, "inflow_left", lambda: _phi_masks(model)[0])
     in_r = _cached(model, backend, "inflow_right", lambda: _phi_masks(model)[1])
     left = _cached(model, backend, "left_x", lambda: _phi_masks(model)[2])
+    hybrid = contact_rule(model) == "hybrid" and not closed
     if not closed:
         r0 = rho_eq0 / rho0  # (3, N_sbn)
         rL = rho_eqL / rhoL
+        if hybrid:  # an excess removed by the factor (r < 1), a deficit injected with the start-up shape
+            shape = _cached(model, backend, "inflow_shape", lambda: model.s_w * model.maxwellian)  # (3, NW)
+            d0 = xp.maximum(rho_eq0 - rho0, 0.0)
+            dL = xp.maximum(rho_eqL - rhoL, 0.0)
+            r0, rL = xp.minimum(r0, 1.0), xp.minimum(rL, 1.0)
     out = xp.empty_like(Phi)
     inv = 1.0 / model.dx
     for nu in range(Phi.shape[1]):
@@ -173,6 +187,10 @@ def weno_x(model, backend, Phi, rho_eq0, rho_eqL, rho0, rhoL, closed=False, eps=
             fr = xp.where(in_r[nu], rL[nu][:, None, None], 1.0)
             gp[0:3] = g[0] * fl
             gp[NX + 3:] = g[NX - 1] * fr
+            if hybrid:  # + a1 max(rho_eq - rho, 0) s_w M on the inflow lines
+                inj = a1[nu][None] * shape[nu][None, :, None]  # (1, NW, NPHI)
+                gp[0:3] += xp.where(in_l[nu], d0[nu][:, None, None] * inj, 0.0)
+                gp[NX + 3:] += xp.where(in_r[nu], dL[nu][:, None, None] * inj, 0.0)
         f = weno5_faces(xp, gp, 0, left[nu], eps)  # (NX + 1, ...)
         del gp, g
         if closed:

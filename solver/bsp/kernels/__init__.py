@@ -110,6 +110,8 @@ def lookup(model, backend, name: str):
         return None
     if name == "newton_iteration" and not iter_graph(model, backend):
         return None
+    if name == "WENO_x" and _numerics(model, "contact_rule", "reference") != "reference":
+        return None  # numerics.contact_rule hybrid: the array code (the kernels hold the reference rule)
     if backend.name != "cupy":  # the CUDA table runs numerics.linsys itself
         array = _array_variant(model, name)
         if array is not None:
@@ -209,7 +211,8 @@ def implementations(model, backend) -> dict:
     for name, ref in REFERENCE.items():
         fast = lookup(model, backend, name)
         if fast is None:
-            out[name] = ref
+            rule = _numerics(model, "contact_rule", "reference")
+            out[name] = f"{ref} [contact_rule {rule}]" if name == "WENO_x" and rule != "reference" else ref
             continue
         desc = REGISTRY.describe(fast)
         variant = _variant(model, backend, name)
