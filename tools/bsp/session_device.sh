@@ -8,12 +8,13 @@
 #       checks  every gpu test, the coarse 0.1 ps validation (cupy, defaults), two 10-step runs each of
 #               the coarse, 6x65x129 and standard meshes compared byte for byte
 #       final   a lean call for the final code: gpu tests, validation, bitwise, start-up, the cupy bench
+#       x4      a final call on a 4-GPU host: the parts above in parallel lanes (below)
 #       bench   the bsp_bench cases of config/gpu.yaml (cupy, 200 after 5; numba 16/8/4/2/1 threads)
 #               and the authors' Newton on three meshes, for the same-call comparison
 # Logs and tables go to $OUT/<part>/ (packed as $OUT/<part>.tgz); a short table is printed last.
 set -u
 export PYTHONUNBUFFERED=1 MPLBACKEND=Agg
-PART=${1:?part: ab | checks | bench | final | lean}
+PART=${1:?part: ab | checks | bench | final | lean | x4}
 OUT=${OUT:?set OUT}; BASE=${BASE:-_dev/base}; PY=python3
 L=/tmp/session_$PART; rm -rf "$L"; mkdir -p "$L"
 t0=$SECONDS; left() { echo $(( $1 - (SECONDS - t0) )); }
@@ -139,6 +140,64 @@ lean)
   bench . bench_cupy --case $STD:cupy:1:200:5 --case $NZ129:cupy:1:200:5
   echo "part,mesh,backend,threads,steps,step_ms,bte_ms,dens_ms,iter_ms,newton_per_step" > "$L/summary.csv"
   row bench_cupy >> "$L/summary.csv"
+  ;;
+x4)
+  # a final call on a host with 4 GPUs (~6 min): five lanes at once, each on its own GPU and cores
+  # (taskset), logs in $L/<lane>.log.  gpu0: the bsp_bench cases of config/gpu.yaml (200 after 5; three
+  # runs of the goal meshes, one of the rest), then the start-up; gpu1: every gpu test; gpu2: the coarse
+  # validation, two 10-step runs each of the coarse and standard meshes byte for byte, base (BASE) vs this
+  # tree on the standard mesh and 6x65x129 (two rounds), the ITER kernels of 001 (iter-kernels); gpu3:
+  # EXTRA_GPU3 (a script, optional), the eigen candidates' probe, a host profile of 60 standard steps;
+  # cores 32-47: the numba bench rows (16/8/4/2/1 threads), then EXTRA_CPU (optional).
+  NG=$(nvidia-smi -L | wc -l); [ "$NG" -ge 4 ] || { echo "x4 needs 4 GPUs, found $NG"; exit 2; }
+  on() { local gpu=$1 cores=$2; shift 2; CUDA_VISIBLE_DEVICES=$gpu taskset -c "$cores" "$@"; }
+  lane0() {
+    local C=""
+    for m in 6x33x33x150x24 $STD 6x129x65x300x48 $NZ129 6x65x65x600x48 6x65x65x300x96 6x97x97x450x72 $FINE 6x33x257x150x24; do
+      C="$C --case $m:cupy:1:200:5"
+    done
+    on 0 0-3 bash -c "$(declare -f bench); L=$L PY=$PY CFG=$CFG SOLVER_SOURCE_COMMIT=${SOLVER_SOURCE_COMMIT:-unknown}; bench . bench_cupy_1 $C"
+    for r in 2 3; do
+      on 0 0-3 bash -c "$(declare -f bench); L=$L PY=$PY CFG=$CFG SOLVER_SOURCE_COMMIT=${SOLVER_SOURCE_COMMIT:-unknown}; bench . bench_cupy_$r --case $STD:cupy:1:200:5 --case $NZ129:cupy:1:200:5 --case $FINE:cupy:1:200:5"
+    done
+    OUT=$L/startup_out ROUNDS=3 on 0 0-3 timeout 120 bash tools/bsp/startup_device.sh > "$L/startup.log" 2>&1
+  }
+  lane1() { on 1 4-7 timeout 330 $PY -m pytest -m gpu -q -p no:cacheprovider tests > "$L/pytest_gpu.log" 2>&1; }
+  lane2() {
+    on 2 8-11 timeout 90 $PY -m solver run config/coarse.yaml --out /tmp/val --backend cupy --no-progress > "$L/validation_run.log" 2>&1
+    $PY -m solver bsp validate /tmp/val --csv "$L/validation_coarse.csv" > "$L/validate.log" 2>&1
+    cp /tmp/val/run.json "$L/validation_run.json"
+    local SC="--set time.steps=10 --set time.t_end_ps=null --set output.checkpoint_every_steps=0 --no-progress --backend cupy"
+    for c in coarse:config/coarse.yaml standard:config/standard.yaml; do
+      n=${c%%:*}; a=${c#*:}
+      for r in 1 2; do on 2 8-11 timeout 60 $PY -m solver run $a --out /tmp/rep_${n}_$r $SC > "$L/repeat_${n}_$r.log" 2>&1; done
+      for f in profiles.csv scalars.csv; do cmp /tmp/rep_${n}_1/$f /tmp/rep_${n}_2/$f && echo "$n $f identical"; done
+    done > "$L/bitwise.txt" 2>&1
+    if [ -d "$BASE" ]; then
+      for r in 1 2; do for t in base new; do
+        tree=.; [ $t = base ] && tree=$BASE
+        on 2 8-11 bash -c "$(declare -f bench); L=$L PY=$PY CFG=$CFG SOLVER_SOURCE_COMMIT=${SOLVER_SOURCE_COMMIT:-unknown}; bench $tree ab_${t}_$r --case $STD:cupy:1:200:5 --case $NZ129:cupy:1:200:5"
+      done; done
+    fi
+    on 2 8-11 timeout 120 $PY -m solver bsp iter-kernels $CFG --table1 "$L/iter_table1.csv" --table4 "$L/iter_table4.csv" \
+      --run-json "$L/iter_kernels.run.json" > "$L/iter_kernels.log" 2>&1 || echo "iter-kernels: exit $?" >> "$L/iter_kernels.log"
+  }
+  lane3() {
+    if [ -n "${EXTRA_GPU3:-}" ]; then OUT=$L/extra_gpu3 on 3 12-15 timeout 170 bash $EXTRA_GPU3 > "$L/extra_gpu3.log" 2>&1; fi
+    mkdir -p "$L/eigen_probe"; on 3 12-15 timeout 90 $PY tools/bsp/eigen_tw_probe.py --out "$L/eigen_probe" > "$L/eigen_probe.log" 2>&1
+    on 3 12-15 timeout 90 $PY -m cProfile -s tottime -m solver run config/standard.yaml --out /tmp/prof --backend cupy --no-progress \
+      --set time.steps=60 --set time.t_end_ps=null --set output.checkpoint_every_steps=0 2>&1 | head -60 > "$L/cprofile_60_steps.txt"
+  }
+  lanec() {
+    on "" 32-47 bash -c "$(declare -f bench); L=$L PY=$PY CFG=$CFG SOLVER_SOURCE_COMMIT=${SOLVER_SOURCE_COMMIT:-unknown}; bench . bench_numba --case $STD:numba:16:20:2 --case $STD:numba:8:10:1 --case $STD:numba:4:5:1 --case $STD:numba:2:3:1 --case $STD:numba:1:3:1"
+    if [ -n "${EXTRA_CPU:-}" ]; then OUT=$L/extra_cpu on "" 32-47 timeout 170 bash $EXTRA_CPU > "$L/extra_cpu.log" 2>&1; fi
+  }
+  for l in lane0 lane1 lane2 lane3 lanec; do ( $l; echo "$l done $((SECONDS-t0)) s" ) > "$L/$l.log" 2>&1 & done
+  wait
+  cat "$L"/lane*.log
+  tail -3 "$L/pytest_gpu.log"; tail -7 "$L/validate.log"; cat "$L/bitwise.txt"; tail -2 "$L/startup.log"
+  echo "part,mesh,backend,threads,steps,step_ms,bte_ms,dens_ms,iter_ms,newton_per_step" > "$L/summary.csv"
+  for d in "$L"/bench_* "$L"/ab_*; do [ -d "$d" ] && row "$(basename "$d")" >> "$L/summary.csv"; done
   ;;
 *) echo "unknown part $PART"; exit 2 ;;
 esac
