@@ -148,7 +148,7 @@ x4)
   # validation, two 10-step runs each of the coarse and standard meshes byte for byte, base (BASE) vs this
   # tree on the standard mesh and 6x65x129 (two rounds), the ITER kernels of 001 (iter-kernels); gpu3:
   # EXTRA_GPU3 (a script, optional), the eigen candidates' probe, a host profile of 60 standard steps;
-  # cores 32-47: the numba bench rows (16/8/4/2/1 threads), then EXTRA_CPU (optional).
+  # cores 32-47: the numba bench rows (16/8/4/2/1 threads), the coarse validation on numba, then EXTRA_CPU (optional).
   NG=$(nvidia-smi -L | wc -l); [ "$NG" -ge 4 ] || { echo "x4 needs 4 GPUs, found $NG"; exit 2; }
   on() { local gpu=$1 cores=$2; shift 2; CUDA_VISIBLE_DEVICES=$gpu taskset -c "$cores" "$@"; }
   lane0() {
@@ -190,12 +190,17 @@ x4)
   }
   lanec() {
     on "" 32-47 bash -c "$(declare -f bench); L=$L PY=$PY CFG=$CFG SOLVER_SOURCE_COMMIT=${SOLVER_SOURCE_COMMIT:-unknown}; bench . bench_numba --case $STD:numba:16:20:2 --case $STD:numba:8:10:1 --case $STD:numba:4:5:1 --case $STD:numba:2:3:1 --case $STD:numba:1:3:1"
+    # the coarse 0.1 ps validation on numba (issue #14), 16 threads
+    NUMBA_NUM_THREADS=16 on "" 32-47 timeout 200 $PY -m solver run config/coarse.yaml --out /tmp/val_numba --backend numba \
+      --threads 16 --no-progress > "$L/validation_numba_run.log" 2>&1
+    $PY -m solver bsp validate /tmp/val_numba --csv "$L/validation_numba_coarse.csv" > "$L/validate_numba.log" 2>&1
+    cp /tmp/val_numba/run.json "$L/validation_numba_run.json" 2>/dev/null
     if [ -n "${EXTRA_CPU:-}" ]; then OUT=$L/extra_cpu on "" 32-47 timeout 170 bash $EXTRA_CPU > "$L/extra_cpu.log" 2>&1; fi
   }
   for l in lane0 lane1 lane2 lane3 lanec; do ( $l; echo "$l done $((SECONDS-t0)) s" ) > "$L/$l.log" 2>&1 & done
   wait
   cat "$L"/lane*.log
-  tail -3 "$L/pytest_gpu.log"; tail -7 "$L/validate.log"; cat "$L/bitwise.txt"; tail -2 "$L/startup.log"
+  tail -3 "$L/pytest_gpu.log"; tail -7 "$L/validate.log"; tail -7 "$L/validate_numba.log"; cat "$L/bitwise.txt"; tail -2 "$L/startup.log"
   echo "part,mesh,backend,threads,steps,step_ms,bte_ms,dens_ms,iter_ms,newton_per_step" > "$L/summary.csv"
   for d in "$L"/bench_* "$L"/ab_*; do [ -d "$d" ] && row "$(basename "$d")" >> "$L/summary.csv"; done
   ;;
