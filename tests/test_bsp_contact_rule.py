@@ -2,8 +2,9 @@
 a1 [min(r, 1) Phi(x_0) + max(rho_eq - rho, 0) s_w M], r = rho_eq/rho, against the reference rule
 a1 r Phi(x_0) (physics.md §7): the same bits where no contact density falls short of rho_eq (r <= 1:
 only the authors' factor acts); where one does, the ghosts hold the deficit injected with the start-up
-shape, so a line whose Phi(x_0) is that shape has ghosts that carry exactly rho_eq.  The hybrid runs as
-array code on every backend (the kernels hold the reference rule) and run.json says so."""
+shape, so a line whose Phi(x_0) is that shape has ghosts that carry exactly rho_eq.  On numba the hybrid
+runs as array code (its kernel holds the reference rule), on cupy in the CUDA kernel (bsp_weno_dx: the
+array code's bits in the exact build, 1e-12 in the fast one); run.json says which."""
 import numpy as np
 import pytest
 
@@ -71,7 +72,7 @@ def test_deficit_ghost_of_a_start_up_shaped_line_carries_rho_eq(rng):
     np.testing.assert_allclose(a, b, rtol=1e-13, atol=1e-13 * np.abs(b).max())
 
 
-def test_hybrid_runs_array_code_on_every_backend_and_says_so():
+def test_hybrid_on_numba_runs_array_code_and_says_so():
     pytest.importorskip("numba")
     be = get_backend("numba", threads=1)
     h, m = model("hybrid", kernels_mode="auto"), model("reference", kernels_mode="auto")
@@ -79,6 +80,53 @@ def test_hybrid_runs_array_code_on_every_backend_and_says_so():
     impl = kernels.implementations(h, be)
     assert impl["WENO_x"] == "solver.bsp.weno.weno_x [contact_rule hybrid]"
     assert kernels.implementations(m, be)["WENO_x"] != impl["WENO_x"]
+
+
+def _deficit_case(bte_cases, rng, variant, mode="array", **mesh):
+    m = bte_cases.model(kernels_mode=mode, extra=(f"numerics.bte_kernels={variant}", "numerics.contact_rule=hybrid"),
+                        **mesh)
+    d = bte_cases.inputs(m, rng, "random")
+    rho = d["rho"].copy()
+    rho[0, :, 0] = 0.7 * d["rho_eq"][0, :, 0]  # a deficit at the source (every valley, subband 0)
+    rho[-1, 1, :] = 0.8 * d["rho_eq"][-1, 1, :]  # and at the drain (valley 1)
+    rho[-1, 2, :] = 1.3 * d["rho_eq"][-1, 2, :]  # an excess (valley 2)
+    return m, d, (d["rho_eq"][0], d["rho_eq"][-1], rho[0], rho[-1])
+
+
+@pytest.mark.parametrize("variant", ["exact", "fast"])
+def test_emulated_cuda_hybrid_matches_the_array_code(emulated_cuda, bte_cases, rng, variant):
+    """bsp_weno_dx with the hybrid ghosts (g++ build of weno.cu): exact = the array code's bits, fast
+    within 1e-12; and not the reference rule's result."""
+    mesh = dict(NX=9, NS=2, NW=20, NPHI=8)
+    m, d, args = _deficit_case(bte_cases, rng, variant, **mesh)
+    ref = weno.weno_x(m, NP, d["Phi"], *args)
+    got = emulated_cuda.weno.weno_x(m, NP, d["Phi"], *args)
+    if variant == "exact":
+        assert np.array_equal(got, ref), bte_cases.rel(got, ref)
+    assert bte_cases.rel(got, ref) <= 1e-12
+    mr = bte_cases.model(kernels_mode="array", extra=(f"numerics.bte_kernels={variant}",), **mesh)
+    assert bte_cases.rel(emulated_cuda.weno.weno_x(mr, NP, d["Phi"], *args), ref) > 1e-6  # the rule acts
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("variant", ["exact", "fast"])
+def test_gpu_hybrid_kernel_matches_numpy(cupy_backend, bte_cases, rng, variant):
+    from solver.bsp.kernels.cuda import weno as cw
+    cp = cupy_backend.xp
+    mesh = dict(NX=9, NS=2, NW=24, NPHI=48)
+    m, d, args = _deficit_case(bte_cases, rng, variant, mode="auto", **mesh)
+    assert kernels.lookup(m, cupy_backend, "WENO_x") is cw.weno_x
+    assert kernels.implementations(m, cupy_backend)["WENO_x"].endswith("[contact_rule hybrid]")
+    ma = bte_cases.model(kernels_mode="array", extra=(f"numerics.bte_kernels={variant}", "numerics.contact_rule=hybrid"),
+                         **mesh)
+    dev = [cp.asarray(a) for a in args]
+    got = cp.asnumpy(weno.weno_x(m, cupy_backend, cp.asarray(d["Phi"]), *dev))
+    again = cp.asnumpy(weno.weno_x(m, cupy_backend, cp.asarray(d["Phi"]), *dev))
+    ref = weno.weno_x(ma, NP, d["Phi"], *args)
+    assert bte_cases.rel(got, ref) <= 1e-12 and np.array_equal(got, again)
+    if variant == "exact":
+        arr = cp.asnumpy(weno.weno_x(ma, cupy_backend, cp.asarray(d["Phi"]), *dev))
+        assert np.array_equal(got, arr)
 
 
 def test_unknown_rule_is_one_line():

@@ -162,7 +162,7 @@ def graphed(model, backend) -> bool:
     """numerics.bte_graph (default true) where the fused stage runs (cupy, numerics.bte_kernels fast):
     the stage replayed from a CUDA graph (solver/bsp/kernels/cuda/bte_graph.py) and W by one kernel."""
     return (backend.name == "cupy" and bool(model.cfg.get("numerics", {}).get("bte_graph", True))
-            and model.cfg.get("numerics", {}).get("contact_rule", "reference") == "reference"
+            and model.cfg.get("numerics", {}).get("contact_rule", "reference") == "reference"  # hybrid: not tried in a graph
             and _kernels.lookup(model, backend, "RK_wphi") is not None)
 
 

@@ -110,8 +110,8 @@ def lookup(model, backend, name: str):
         return None
     if name == "newton_iteration" and not iter_graph(model, backend):
         return None
-    if name == "WENO_x" and _numerics(model, "contact_rule", "reference") != "reference":
-        return None  # numerics.contact_rule hybrid: the array code (the kernels hold the reference rule)
+    if name == "WENO_x" and backend.name != "cupy" and _numerics(model, "contact_rule", "reference") != "reference":
+        return None  # numerics.contact_rule hybrid: the numba kernel holds the reference rule only
     if backend.name != "cupy":  # the CUDA table runs numerics.linsys itself
         array = _array_variant(model, name)
         if array is not None:
@@ -217,6 +217,8 @@ def implementations(model, backend) -> dict:
         desc = REGISTRY.describe(fast)
         variant = _variant(model, backend, name)
         out[name] = desc if variant is None else f"{desc} [{variant}]"
+        if name == "WENO_x" and _numerics(model, "contact_rule", "reference") != "reference":
+            out[name] += f" [contact_rule {_numerics(model, 'contact_rule', 'reference')}]"
     if lookup(model, backend, "RK_wphi") is not None:
         out.update(dict.fromkeys(FUSED_INTO_RK_WPHI, "inside RK_wphi"))
     return out

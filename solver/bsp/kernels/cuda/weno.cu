@@ -113,10 +113,25 @@ __device__ __forceinline__ double gx_val(const double* P, long long sX, int k, i
     return P[k * sX] * a;
 }
 
+/* contact ghost of an inflow line: reference g r (r = rho_eq/rho, physics.md section 7); hybrid
+   (numerics.contact_rule, docs/iv.md section 12) g min(r, 1) + max(rho_eq - rho, 0) (a1 s_w M), in
+   the array code's order of operations (weno.py) */
+__device__ __forceinline__ double contact_ghost(double g, double a, double req, double rho, double shp,
+                                                int hybrid)
+{
+    double r = req / rho;
+    if (!hybrid) return g * r;
+    double rm = (r < 1.0 || r != r) ? r : 1.0;
+    double d = req - rho;
+    d = (d > 0.0 || d != d) ? d : 0.0;
+    return g * rm + d * (a * shp);
+}
+
 __global__ void bsp_weno_dx(const double* Phi, const double* a1, const unsigned char* flags,
                             const double* rho_eq0, const double* rho_eqL, const double* rho0,
                             const double* rhoL, double* out, int NX, int NS, int NW, int NPHI,
-                            int closed, int seg, int nseg, double eps, double inv)
+                            int closed, int seg, int nseg, double eps, double inv,
+                            const double* shape, int hybrid)
 {
     long long nline = 3LL * NS * NW * NPHI;
     long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;
@@ -137,8 +152,9 @@ __global__ void bsp_weno_dx(const double* Phi, const double* a1, const unsigned 
     long long sX = nline;
     double gl = P[0] * a, gr = P[(long long)(NX - 1) * sX] * a;
     if (!closed) {
-        if (fl & 1) gl = gl * (rho_eq0[nu * NS + p] / rho0[nu * NS + p]);
-        if (fl & 2) gr = gr * (rho_eqL[nu * NS + p] / rhoL[nu * NS + p]);
+        double shp = hybrid ? shape[nu * NW + l] : 0.0;  /* s_w M of (nu, l) */
+        if (fl & 1) gl = contact_ghost(gl, a, rho_eq0[nu * NS + p], rho0[nu * NS + p], shp, hybrid);
+        if (fl & 2) gr = contact_ghost(gr, a, rho_eqL[nu * NS + p], rhoL[nu * NS + p], shp, hybrid);
     }
     int i0 = s * seg;
     int i1 = i0 + seg < NX ? i0 + seg : NX;

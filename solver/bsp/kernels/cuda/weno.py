@@ -86,11 +86,22 @@ def x_into(model, backend, P, r, out, eps=None):
     if closed:
         dummy = _dummy()
         r = (dummy, dummy, dummy, dummy)
+    hybrid = not closed and _weno.contact_rule(model) == "hybrid"
+    shape = _inflow_shape(model) if hybrid else _dummy()
     nline = NV * NS * NW * NPHI
     seg, nseg = _segments(nline, NX)
     _launch(model, "bsp_weno_dx", nline * nseg, (P, a1, flags) + r + (
         out, np.int32(NX), np.int32(NS), np.int32(NW), np.int32(NPHI), np.int32(1 if closed else 0),
-        np.int32(seg), np.int32(nseg), np.float64(eps), np.float64(1.0 / model.dx)))
+        np.int32(seg), np.int32(nseg), np.float64(eps), np.float64(1.0 / model.dx), shape, np.int32(hybrid)))
+
+
+def _inflow_shape(model):
+    """s_w M, (3, NW) on the device: the start-up shape the hybrid contact rule injects a deficit with."""
+    key = ("cuda.weno", "inflow_shape")
+    cache = model.device_cache
+    if key not in cache:
+        cache[key] = cp.asarray(np.ascontiguousarray(model.s_w * model.maxwellian, dtype=np.float64))
+    return cache[key]
 
 
 @functools.cache
