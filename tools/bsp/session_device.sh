@@ -146,8 +146,9 @@ x4)
   # (taskset), logs in $L/<lane>.log.  gpu0: the bsp_bench cases of config/gpu.yaml (200 after 5; three
   # runs of the goal meshes, one of the rest), then the start-up; gpu1: every gpu test; gpu2: the coarse
   # validation, two 10-step runs each of the coarse and standard meshes byte for byte, base (BASE) vs this
-  # tree on the standard mesh and 6x65x129 (two rounds), the ITER kernels of 001 (iter-kernels); gpu3:
-  # EXTRA_GPU3 (a script, optional), the eigen candidates' probe, a host profile of 60 standard steps;
+  # tree on the standard mesh and 6x65x129 (two rounds), the eigen candidates' probe, the ITER kernels of
+  # 001 (iter-kernels); gpu3: EXTRA_GPU3 (a script, optional), a host profile of 60 standard steps, an
+  # I-V point with numerics.contact_rule hybrid for HYBRID_S s (default 200);
   # cores 32-47: the numba bench rows (16/8/4/2/1 threads), the coarse validation on numba, then EXTRA_CPU (optional).
   NG=$(nvidia-smi -L | wc -l); [ "$NG" -ge 4 ] || { echo "x4 needs 4 GPUs, found $NG"; exit 2; }
   on() { local gpu=$1 cores=$2; shift 2; CUDA_VISIBLE_DEVICES=$gpu taskset -c "$cores" "$@"; }
@@ -179,14 +180,24 @@ x4)
         on 2 8-11 bash -c "$(declare -f bench); L=$L PY=$PY CFG=$CFG SOLVER_SOURCE_COMMIT=${SOLVER_SOURCE_COMMIT:-unknown}; bench $tree ab_${t}_$r --case $STD:cupy:1:200:5 --case $NZ129:cupy:1:200:5"
       done; done
     fi
+    mkdir -p "$L/eigen_probe"; on 2 8-11 timeout 90 $PY tools/bsp/eigen_tw_probe.py --out "$L/eigen_probe" > "$L/eigen_probe.log" 2>&1
     on 2 8-11 timeout 120 $PY -m solver bsp iter-kernels $CFG --table1 "$L/iter_table1.csv" --table4 "$L/iter_table4.csv" \
       --run-json "$L/iter_kernels.run.json" > "$L/iter_kernels.log" 2>&1 || echo "iter-kernels: exit $?" >> "$L/iter_kernels.log"
   }
   lane3() {
     if [ -n "${EXTRA_GPU3:-}" ]; then OUT=$L/extra_gpu3 on 3 12-15 timeout 170 bash $EXTRA_GPU3 > "$L/extra_gpu3.log" 2>&1; fi
-    mkdir -p "$L/eigen_probe"; on 3 12-15 timeout 90 $PY tools/bsp/eigen_tw_probe.py --out "$L/eigen_probe" > "$L/eigen_probe.log" 2>&1
     on 3 12-15 timeout 90 $PY -m cProfile -s tottime -m solver run config/standard.yaml --out /tmp/prof --backend cupy --no-progress \
       --set time.steps=60 --set time.t_end_ps=null --set output.checkpoint_every_steps=0 2>&1 | head -60 > "$L/cprofile_60_steps.txt"
+    # the I-V point V_G = -0.2 V, V_DS = 0.4 V (config/gpu.yaml's settings, 2.2 ps) with numerics.contact_rule
+    # hybrid, for HYBRID_S seconds (docs/iv.md §11-12: with the reference rule its window means wander and the
+    # contact monitor reaches -0.16); stopped by SIGINT, its scalars read from the checkpoint
+    on 3 12-15 timeout -s INT -k 15 "${HYBRID_S:-200}" $PY -m solver run config/bsp/dgmosfet.yaml --out /tmp/hyb_iv --backend cupy \
+      --no-progress --set bias.V_G=-0.2 --set bias.V_DS=0.4 --set steady.enabled=true --set steady.window_ps=0.2 \
+      --set steady.rtol=0.005 --set steady.conservation_tol=0.02 --set time.t_end_ps=2.2 --set time.steps=null \
+      --set mesh.N_sbn=6 --set mesh.NX=33 --set mesh.NZ=33 --set mesh.NW=150 --set mesh.NPHI=24 \
+      --set output.checkpoint_every_steps=1000 --set numerics.contact_rule=hybrid > "$L/hybrid_iv.log" 2>&1
+    $PY tools/bsp/run_scalars.py /tmp/hyb_iv "$L/hybrid_iv_scalars_every20.csv" 20 >> "$L/hybrid_iv.log" 2>&1
+    cp /tmp/hyb_iv/run.json "$L/hybrid_iv_run.json" 2>/dev/null
   }
   lanec() {
     on "" 32-47 bash -c "$(declare -f bench); L=$L PY=$PY CFG=$CFG SOLVER_SOURCE_COMMIT=${SOLVER_SOURCE_COMMIT:-unknown}; bench . bench_numba --case $STD:numba:16:20:2 --case $STD:numba:8:10:1 --case $STD:numba:4:5:1 --case $STD:numba:2:3:1 --case $STD:numba:1:3:1"
