@@ -57,6 +57,8 @@ _RUN_SHELL = ("OMP_NUM_THREADS={wildcards.nthreads} OPENBLAS_NUM_THREADS={wildca
               "{SOLVER} run {input.cfg:q} --out {params.out:q} --backend {wildcards.backend} "
               "--threads {wildcards.nthreads} --no-progress {params.sets} > {log:q} 2>&1")
 
+# the cupy runs: a GPU of their own on a host with several (solver/gpuslot.py; common.smk)
+_RUN_SHELL_GPU = _RUN_SHELL.replace("{SOLVER} run ", "{SOLVER_GPU} run ")
 _RUN_WILDCARDS = dict(timespec=r"steps\d+|ps\d+(\.\d+)?(e-?\d+)?", mesh=r"\d+x\d+x\d+x\d+x\d+", nthreads=r"\d+")
 
 
@@ -91,8 +93,9 @@ rule bsp_run:
 
 
 rule bsp_run_gpu:
-    """One solver run with the cupy backend on one GPU; like the CPU runs it holds every core with
-    bsp.exclusive (launch-bound phases follow the host: a busy host would slow its timers)."""
+    """One solver run with the cupy backend on one GPU of its own (--gpu exclusive); with
+    bsp.exclusive it holds its share of the cores, all of them with one GPU job at a time
+    (launch-bound phases follow the host: a busy host would slow its timers)."""
     input:
         cfg=BSP_RUN_CONFIG,
     output:
@@ -103,7 +106,7 @@ rule bsp_run_gpu:
     params:
         out=lambda wc, output: os.path.dirname(output.run),
         sets=_run_sets,
-    threads: BSP_EXCLUSIVE
+    threads: BSP_GPU_THREADS
     resources:
         **cluster(gpu=1, mem_mb=bsp_run_mem_mb, runtime=bsp_run_minutes),
     log:
@@ -111,7 +114,7 @@ rule bsp_run_gpu:
     benchmark:
         bench("bsp", _RUN_NAME)
     shell:
-        _RUN_SHELL
+        _RUN_SHELL_GPU
 
 
 rule bsp_collect:
@@ -393,7 +396,8 @@ rule bsp_table4_000_kernel_profile:
         reps=bsp_get("profile", "reps", default=5),
         copy_mib=bsp_get("profile", "copy_mib", default=1024),
         gemm=f"--gemm-n {bsp_get('profile', 'gemm_n')}" if bsp_get("profile", "gemm_n") else "",
-    threads: BSP_EXCLUSIVE_THREADS
+        solver=SOLVER_GPU if USE_GPU else SOLVER,
+    threads: GPU_THREADS if USE_GPU else BSP_EXCLUSIVE_THREADS
     resources:
         **cluster(gpu=1 if USE_GPU else 0,
                   mem_mb=bsp_mem_mb(BSP_TIMING_MESH) + 2 * bsp_get("profile", "copy_mib", default=1024),
@@ -403,7 +407,7 @@ rule bsp_table4_000_kernel_profile:
     benchmark:
         bench("bsp", "kernel_profile")
     shell:
-        "NUMBA_NUM_THREADS={threads} {SOLVER} bsp kernel-profile {input.cfg:q} --backend {params.backend} "
+        "NUMBA_NUM_THREADS={threads} {params.solver} bsp kernel-profile {input.cfg:q} --backend {params.backend} "
         "{params.sets} --mesh {params.mesh} --threads 1,all --reps {params.reps} --copy-mib {params.copy_mib} "
         "{params.gemm} --out {output.table:q} > {log:q} 2>&1"
 
@@ -425,7 +429,7 @@ rule bsp_tables5_6_001_ncu:
     params:
         sets=bsp_mesh_sets(BSP_TIMING_MESH),
         steps=bsp_get("profile", "ncu_steps", default=2),
-    threads: BSP_EXCLUSIVE_THREADS
+    threads: GPU_THREADS
     resources:
         **cluster(gpu=1, mem_mb=bsp_mem_mb(BSP_TIMING_MESH), runtime=60),
     log:
@@ -433,7 +437,7 @@ rule bsp_tables5_6_001_ncu:
     benchmark:
         bench("bsp", "ncu")
     shell:
-        "{SOLVER} bsp ncu-profile {input.cfg:q} {params.sets} --steps {params.steps} --ceilings {input.ceilings:q} "
+        "{SOLVER_GPU} bsp ncu-profile {input.cfg:q} {params.sets} --steps {params.steps} --ceilings {input.ceilings:q} "
         "--out {output.table:q} > {log:q} 2>&1"
 
 
@@ -450,7 +454,7 @@ rule bsp_tables1_4_001_iter_kernels:
         run=res("bsp", "tables", "iter_kernels_001.run.json"),
     params:
         sets=bsp_set_options(bsp_get("set", default=[])),
-    threads: BSP_EXCLUSIVE_THREADS
+    threads: GPU_THREADS
     resources:
         **cluster(gpu=1, mem_mb=bsp_mem_mb("6x65x129x300x48"), runtime=_minutes(5 * bsp_seconds("6x65x129x300x48", 105, "cupy"))),
     log:
@@ -458,7 +462,7 @@ rule bsp_tables1_4_001_iter_kernels:
     benchmark:
         bench("bsp", "iter_kernels")
     shell:
-        "{SOLVER} bsp iter-kernels {input.cfg:q} {params.sets} --nz 33,49,65,97,129 --nx 65 --nsbn 6 --nw 300 "
+        "{SOLVER_GPU} bsp iter-kernels {input.cfg:q} {params.sets} --nz 33,49,65,97,129 --nx 65 --nsbn 6 --nw 300 "
         "--nphi 48 --steps 5 --reps 100 --table1 {output.table1:q} --table4 {output.table4:q} "
         "--run-json {output.run:q} > {log:q} 2>&1"
 
@@ -477,7 +481,7 @@ rule bsp_fig10_000_overlap:
         sets=bsp_mesh_sets(BSP_TIMING_MESH),
         mesh=BSP_TIMING_MESH,
         steps=int(bsp_get("timing", "steps", default=10)) + 1,
-    threads: BSP_EXCLUSIVE_THREADS
+    threads: GPU_THREADS
     resources:
         **cluster(gpu=1, mem_mb=2 * bsp_mem_mb(BSP_TIMING_MESH),
                   runtime=_minutes(2 * bsp_seconds(BSP_TIMING_MESH, int(bsp_get("timing", "steps", default=10)) + 1, "cupy"))),
@@ -486,8 +490,12 @@ rule bsp_fig10_000_overlap:
     benchmark:
         bench("bsp", "overlap")
     shell:
-        "{SOLVER} bsp overlap {input.cfg:q} {params.sets} --mesh {params.mesh} --steps {params.steps} "
+        "{SOLVER_GPU} bsp overlap {input.cfg:q} {params.sets} --mesh {params.mesh} --steps {params.steps} "
         "--csv {output.csv:q} --fig {output.fig:q} > {log:q} 2>&1"
+
+
+_BENCH_GPU = any(c.split(":")[1] == "cupy" for c in bsp_bench_cases())
+_BENCH_GPU_ONLY = all(c.split(":")[1] == "cupy" for c in bsp_bench_cases())
 
 
 rule bsp_bench:
@@ -506,13 +514,15 @@ rule bsp_bench:
         sets=bsp_set_options(bsp_get("set", default=[])),
         cases=" ".join(f"--case {c}" for c in bsp_bench_cases()),
         timeout=f"--timeout {bsp_get('bench', 'timeout_s')}" if bsp_get("bench", "timeout_s") else "",
-    threads: BSP_EXCLUSIVE_THREADS
+        solver=SOLVER_GPU if _BENCH_GPU else SOLVER,
+    # only cupy cases: a GPU of its own and a share of the cores; any CPU case: every core
+    threads: GPU_THREADS if _BENCH_GPU and _BENCH_GPU_ONLY else BSP_EXCLUSIVE_THREADS
     resources:
-        **cluster(gpu=1 if USE_GPU else 0, mem_mb=bsp_bench_mem_mb(), runtime=bsp_bench_minutes()),
+        **cluster(gpu=1 if _BENCH_GPU else 0, mem_mb=bsp_bench_mem_mb(), runtime=bsp_bench_minutes()),
     log:
         logf("bsp", "bench"),
     shell:
-        "{SOLVER} bsp bench {input.cfg:q} {params.sets} {params.cases} {params.timeout} --out {params.out:q} "
+        "{params.solver} bsp bench {input.cfg:q} {params.sets} {params.cases} {params.timeout} --out {params.out:q} "
         "> {log:q} 2>&1"
 
 
