@@ -11,7 +11,7 @@ from solver.gpuslot import gpu_option
 # the bsp subcommands that other modules register: (module, its register function, its subcommands)
 BSP_CLIS = (("solver.bsp.validate", "register", ("validate",)),
             ("solver.bsp.iv", "register", ("iv",)),
-            ("solver.bsp.bench", "register", ("bench", "bench-case", "compare-backends", "phases")),
+            ("solver.bsp.bench", "register", ("bench", "bench-merge", "bench-case", "compare-backends", "phases")),
             ("solver.bsp.profile", "register", ("kernel-profile", "iter-kernels", "ncu-step", "ncu-profile", "overlap")),
             ("solver.bsp.krylov", "register_cli", ("krylov",)))
 

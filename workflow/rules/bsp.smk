@@ -494,36 +494,88 @@ rule bsp_fig10_000_overlap:
         "--csv {output.csv:q} --fig {output.fig:q} > {log:q} 2>&1"
 
 
-_BENCH_GPU = any(c.split(":")[1] == "cupy" for c in bsp_bench_cases())
-_BENCH_GPU_ONLY = all(c.split(":")[1] == "cupy" for c in bsp_bench_cases())
+# the step benchmark: every case of bsp.bench one job (rule bsp_bench_case on the CPU, holding every
+# core; bsp_bench_case_gpu on a GPU of its own with its share of the cores), so that the GPU cases
+# spread over the GPUs of a host; rule bsp_bench merges them in the config's order
+_BENCH_CASE = res("bsp", "bench", "cases", "{mesh}_{backend}_t{nthreads}_s{steps}_w{warmup}")
+_BENCH_CASE_OUTPUTS = dict(steps=f"{_BENCH_CASE}/steps.csv", spread=f"{_BENCH_CASE}/steps_spread.csv",
+                           run=f"{_BENCH_CASE}/run.json")
+_BENCH_CASE_WILDCARDS = dict(mesh=r"\d+x\d+x\d+x\d+x\d+", nthreads=r"\d+", steps=r"\d+", warmup=r"\d+")
+_BENCH_NAME = "bench_{mesh}_{backend}_t{nthreads}_s{steps}_w{warmup}"
+# a failed case (non-zero exit, time-out) still writes its row with empty times: the job succeeds
+_BENCH_SHELL = ("{params.solver} bsp bench {input.cfg:q} {params.sets} "
+                "--case {wildcards.mesh}:{wildcards.backend}:{wildcards.nthreads}:{wildcards.steps}:{wildcards.warmup} "
+                "{params.timeout} --out {params.out:q} > {log:q} 2>&1 || [ -f {output.steps:q} ]")
+_BENCH_PARAMS = dict(
+    out=lambda wc, output: os.path.dirname(output.steps),
+    sets=bsp_set_options(bsp_get("set", default=[])),
+    timeout=f"--timeout {bsp_get('bench', 'timeout_s')}" if bsp_get("bench", "timeout_s") else "",
+)
+
+
+rule bsp_bench_case:
+    """One CPU case of config bsp.bench (python -m solver bsp bench --case ...), holding every core."""
+    input:
+        cfg=BSP_RUN_CONFIG,
+    output:
+        **_BENCH_CASE_OUTPUTS,
+    wildcard_constraints:
+        backend="numpy|numba",
+        **_BENCH_CASE_WILDCARDS,
+    params:
+        **_BENCH_PARAMS,
+        solver=SOLVER,
+    threads: BSP_EXCLUSIVE_THREADS
+    resources:
+        **cluster(mem_mb=lambda wc: bsp_mem_mb(wc.mesh), runtime=bsp_bench_case_minutes),
+    log:
+        logf("bsp", _BENCH_NAME),
+    shell:
+        _BENCH_SHELL
+
+
+rule bsp_bench_case_gpu:
+    """One cupy case of config bsp.bench on a GPU of its own (--gpu exclusive), with its share of
+    the cores (all of them with one GPU job at a time)."""
+    input:
+        cfg=BSP_RUN_CONFIG,
+    output:
+        **_BENCH_CASE_OUTPUTS,
+    wildcard_constraints:
+        backend="cupy",
+        **_BENCH_CASE_WILDCARDS,
+    params:
+        **_BENCH_PARAMS,
+        solver=SOLVER_GPU,
+    threads: GPU_THREADS
+    resources:
+        **cluster(gpu=1, mem_mb=lambda wc: bsp_mem_mb(wc.mesh), runtime=bsp_bench_case_minutes),
+    log:
+        logf("bsp", _BENCH_NAME),
+    shell:
+        _BENCH_SHELL
 
 
 rule bsp_bench:
     """The time step of every (mesh, backend, threads) case of config bsp.bench, each case in its
-    own process (python -m solver bsp bench): medians over the timed steps after the warm-up,
-    start-up time, Newton iterations per step; a failed case is a row with empty times (its error
-    in steps_spread.csv)."""
+    own process and job (rules bsp_bench_case, bsp_bench_case_gpu: python -m solver bsp bench),
+    merged in the config's order (python -m solver bsp bench-merge): medians over the timed steps
+    after the warm-up, start-up time, Newton iterations per step; a failed case is a row with empty
+    times (its error in steps_spread.csv); run.json holds every case's record with its GPU."""
     input:
-        cfg=BSP_RUN_CONFIG,
+        [f"{bsp_bench_case_dir(c)}/steps.csv" for c in bsp_bench_cases()],
     output:
         steps=report(res("bsp", "bench", "steps.csv"), caption=report_caption("bsp_bench"), category="BSP benchmarks"),
         spread=res("bsp", "bench", "steps_spread.csv"),
         run=res("bsp", "bench", "run.json"),
     params:
+        dirs=lambda wc, input: " ".join(shlex.quote(os.path.dirname(f)) for f in input),
         out=lambda wc, output: os.path.dirname(output.steps),
-        sets=bsp_set_options(bsp_get("set", default=[])),
-        cases=" ".join(f"--case {c}" for c in bsp_bench_cases()),
-        timeout=f"--timeout {bsp_get('bench', 'timeout_s')}" if bsp_get("bench", "timeout_s") else "",
-        solver=SOLVER_GPU if _BENCH_GPU else SOLVER,
-    # only cupy cases: a GPU of its own and a share of the cores; any CPU case: every core
-    threads: GPU_THREADS if _BENCH_GPU and _BENCH_GPU_ONLY else BSP_EXCLUSIVE_THREADS
-    resources:
-        **cluster(gpu=1 if _BENCH_GPU else 0, mem_mb=bsp_bench_mem_mb(), runtime=bsp_bench_minutes()),
+    localrule: True
     log:
         logf("bsp", "bench"),
     shell:
-        "{params.solver} bsp bench {input.cfg:q} {params.sets} {params.cases} {params.timeout} --out {params.out:q} "
-        "> {log:q} 2>&1"
+        "{SOLVER} bsp bench-merge {params.dirs} --out {params.out:q} > {log:q} 2>&1"
 
 
 def _compare_inputs(wildcards):

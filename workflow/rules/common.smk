@@ -381,19 +381,18 @@ def bsp_krylov_minutes(mesh, steps):
     return _minutes(bsp_seconds(mesh, int(steps), "numpy") + 1800)
 
 
-def bsp_bench_minutes():
-    """Every case of bsp.bench one after another, each cut at bsp.bench.timeout_s."""
+def bsp_bench_case_dir(case):
+    """results/<machine>/bsp/bench/cases/<mesh>_<backend>_t<threads>_s<steps>_w<warmup> of a case
+    MESH:BACKEND:THREADS:STEPS:WARMUP (rules bsp_bench_case, bsp_bench_case_gpu)."""
+    mesh, backend, threads, steps, warmup = case.split(":")
+    return res("bsp", "bench", "cases", f"{mesh}_{backend}_t{threads}_s{steps}_w{warmup}")
+
+
+def bsp_bench_case_minutes(wildcards):
+    """One case of bsp.bench, cut at bsp.bench.timeout_s."""
     timeout = bsp_get("bench", "timeout_s")
-    total = 0
-    for case in bsp_bench_cases():
-        mesh, backend, _, steps, warmup = case.split(":")
-        s = bsp_seconds(mesh, int(steps) + int(warmup), backend)
-        total += min(s, timeout) if timeout else s
-    return _minutes(total)
-
-
-def bsp_bench_mem_mb():
-    return max([bsp_mem_mb(c.split(":")[0]) for c in bsp_bench_cases()] or [1000])
+    s = bsp_seconds(wildcards.mesh, int(wildcards.steps) + int(wildcards.warmup), wildcards.backend)
+    return _minutes(min(s, timeout) if timeout else s)
 
 
 # collision: the coefficient table grows as N^4.8 (HDF5 cache 0.18, 1.2, 4.8 MB at N = 8, 12, 16;
