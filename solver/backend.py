@@ -77,6 +77,7 @@ class Backend:
                 driver_version=cp.cuda.runtime.driverGetVersion(),
                 runtime_version=cp.cuda.runtime.runtimeGetVersion(),
                 cupy_version=cp.__version__,
+                pci_bus_id=_pci_bus_id(cp, dev.id),  # which physical GPU (CUDA_VISIBLE_DEVICES renumbers them)
             )
         else:
             info["device"] = cpu_model()
@@ -104,6 +105,15 @@ class HostCopy:
         if self._event is not None:
             self._event.synchronize()
         return self._host.copy()
+
+
+def _pci_bus_id(cp, device_id):
+    """The device's PCI bus id ('0000:1B:00.0'), None where the runtime cannot tell."""
+    try:
+        bus = cp.cuda.runtime.deviceGetPCIBusId(device_id)
+        return bus.decode() if isinstance(bus, bytes) else str(bus)
+    except Exception:
+        return None
 
 
 @lru_cache(maxsize=None)

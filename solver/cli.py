@@ -15,6 +15,7 @@ import sys
 
 from solver.backend import BackendUnavailable
 from solver.config import ConfigError, RunFault
+from solver.gpuslot import gpu_option
 
 # command -> the module that registers it (the order of the modules is the order of --help)
 STUDY_CLIS = {"run": "solver.bsp.cli", "bsp": "solver.bsp.cli", "vecops": "solver.vecops.cli",
@@ -31,7 +32,13 @@ class Parser(argparse.ArgumentParser):
 
 def command_words(argv) -> list[str]:
     """The leading words of a command line, up to its first option: ``bsp bench-case CASE --set
-    X=1`` -> ``["bsp", "bench-case", "CASE"]``; ``--help`` -> ``[]``."""
+    X=1`` -> ``["bsp", "bench-case", "CASE"]``; ``--help`` -> ``[]``; a leading ``--gpu SPEC``
+    (the top-level option) is skipped."""
+    argv = list(argv)
+    if argv[:1] == ["--gpu"]:
+        argv = argv[2:]
+    elif argv and argv[0].startswith("--gpu="):
+        argv = argv[1:]
     words = []
     for a in argv:
         if a.startswith("-"):
@@ -46,6 +53,10 @@ def build_parser(argv=None) -> argparse.ArgumentParser:
     words = [] if argv is None else command_words(argv)
     p = Parser(prog="python -m solver", description=__doc__.splitlines()[0])
     p.add_argument("--version", action="version", version=f"solver {__import__('solver').__version__}")
+    p.add_argument("--gpu", dest="top_gpu", type=gpu_option, metavar="auto|exclusive[:K]|N",
+                   help="GPU of a host with several, for any command (before it): N; 'auto' = shared, the GPU "
+                        "with the fewest 'auto' runs; 'exclusive' = a GPU with no other run (waits for one; "
+                        "'exclusive:K': K of them); a scheduler's CUDA_VISIBLE_DEVICES wins (solver/gpuslot.py)")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     info = sub.add_parser("info", help="print the machine tag, backends and provenance of this machine")
     info.set_defaults(func=_info)
@@ -80,6 +91,10 @@ def main(argv=None) -> int:
         if not getattr(args, "func", None):  # no command: the help of them all
             build_parser().print_help()
             return 2
+        if getattr(args, "top_gpu", None) is not None:
+            from solver.gpuslot import select
+
+            select(args.top_gpu)  # before the command starts CUDA: CUDA_VISIBLE_DEVICES
         return int(args.func(args) or 0)
     except (ConfigError, BackendUnavailable) as exc:
         print(f"error: {_one_line(exc)}", file=sys.stderr)

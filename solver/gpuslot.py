@@ -1,24 +1,50 @@
-"""Which GPU a run takes on a host with several (``python -m solver run --gpu auto|N``).
+"""Which GPU a process takes on a host with several (``python -m solver [--gpu SPEC] COMMAND ...``,
+also ``python -m solver run ... --gpu SPEC``).
 
-A study of many independent runs (the ``iv`` bias points, a sweep) on one host with several GPUs
-starts them side by side; without a choice every process would open GPU 0. ``--gpu N`` pins the
-run to GPU N; ``--gpu auto`` gives it the GPU with the fewest live ``--gpu auto`` runs of this user
-on this host (ties: the lowest index), counted in a small registry under the temporary folder:
-one empty file ``<gpu>-<pid>`` per run, guarded by a file lock, entries of dead processes
-dropped. Both work by setting CUDA_VISIBLE_DEVICES before CUDA starts, so the run sees its GPU as
-device 0. A scheduler's choice wins: where CUDA_VISIBLE_DEVICES is already set (SLURM's
-``--gpus``), ``auto`` leaves it alone. With one GPU or none, ``auto`` does nothing.
+A workflow on one host with several GPUs starts GPU jobs side by side; without a choice every
+process would open GPU 0.  SPEC:
+
+``N``            pin the process to GPU N.
+``auto``         shared: the GPU with the fewest live ``auto`` runs (ties: the lowest index), among
+                 the GPUs that no ``exclusive`` process holds or waits for (many runs per GPU: the
+                 ``iv`` bias points); where every GPU is held exclusively, it waits.
+``exclusive``    a GPU of its own (timings): the GPU with the fewest ``auto`` runs among those that
+                 no other ``exclusive`` process holds or waits for; it marks that GPU at once (so
+                 no new ``auto`` run goes there) and waits until the ``auto`` runs still on it have
+                 ended; where every GPU is marked, it waits.  ``exclusive:K`` takes K GPUs at once
+                 (``rgf scaling-run`` with K workers); CUDA_VISIBLE_DEVICES lists them.
+
+The registry is a folder under the temporary folder, per user (and per SLURM job): one empty file
+per process and GPU, ``<pid>.a.<gpu>`` (auto) or ``<pid>.x.<gpu>`` (exclusive), guarded by a file
+lock; entries of dead processes are dropped, so a killed run frees its GPU.  A run holds its GPU
+as long as its process lives (child processes inherit CUDA_VISIBLE_DEVICES).  Everything works
+by setting CUDA_VISIBLE_DEVICES before CUDA starts, so the process sees its GPU as device 0.
+
+A scheduler's choice wins: where CUDA_VISIBLE_DEVICES is already set (SLURM's ``--gpus``: every
+job gets GPUs of its own) and names no more GPUs than the process wants, ``auto`` and
+``exclusive`` leave it alone; where it names more (a workflow started inside an allocation of
+several GPUs), they choose among its entries, never outside them.  With one GPU or none they do
+nothing.  Waiting is a poll (every ``POLL_S`` seconds); the workflow's ``gpu`` resource keeps
+it short (at most one GPU job per GPU, docs/workflow.md).
 
 Placement only: the numerics, the configuration and its hash do not depend on it (runs on GPUs of
-the same model are bitwise identical); run.json's environment records CUDA_VISIBLE_DEVICES.
+the same model are bitwise identical).  ``SOLVER_GPU_SLOT`` (JSON: mode, GPUs, host GPUs, seconds
+waited) is set for the process and its children; run.json records it as ``gpu_slot`` beside
+CUDA_VISIBLE_DEVICES (``threads``) and the device's PCI bus id (``device.pci_bus_id``).
 """
 from __future__ import annotations
 
 import glob
+import json
 import os
+import sys
 import tempfile
+import time
+from urllib.parse import quote, unquote
 
 ENV = "CUDA_VISIBLE_DEVICES"
+SLOT_ENV = "SOLVER_GPU_SLOT"
+POLL_S = 1.0
 
 
 def host_gpus() -> int:
@@ -28,7 +54,8 @@ def host_gpus() -> int:
 
 
 def registry_dir() -> str:
-    return os.path.join(tempfile.gettempdir(), f"solver-gpu-slots-{os.getuid()}")
+    job = os.environ.get("SLURM_JOB_ID")
+    return os.path.join(tempfile.gettempdir(), f"solver-gpu-slots-{os.getuid()}" + (f"-job{job}" if job else ""))
 
 
 def _alive(pid: int) -> bool:
@@ -41,54 +68,191 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def claim(n_gpus: int, registry: str | None = None, pid: int | None = None) -> int:
-    """Register ``pid`` (default: this process) on the least-used of ``n_gpus`` GPUs and return
-    its index."""
+def _entry(label: str, pid: int, exclusive: bool) -> str:
+    return f"{pid}.{'x' if exclusive else 'a'}.{quote(str(label), safe='')}"
+
+
+def _parse(name: str):
+    """(gpu label, pid, exclusive) of a registry entry, or None for anything else (the lock)."""
+    parts = name.split(".", 2)
+    if len(parts) != 3 or not parts[0].isdigit() or parts[1] not in ("a", "x") or not parts[2]:
+        return None
+    return unquote(parts[2]), int(parts[0]), parts[1] == "x"
+
+
+def _labels(gpus) -> list[str]:
+    return [str(g) for g in (range(gpus) if isinstance(gpus, int) else gpus)]
+
+
+def _locked_attempt(gpus, k: int, exclusive: bool, registry: str, pid: int):
+    """One attempt under the registry's lock.  Drops dead entries and this process's own, counts
+    the others on the candidate GPUs ``gpus`` (labels, in order of preference on ties), and
+    registers this process: returns (GPUs taken, granted).  Exclusive: the k GPUs marked (granted
+    once no auto run is left on them) or ([], False) where fewer than k are free of other
+    exclusive processes.  Auto: ([gpu], True), or ([], False) where every GPU is exclusive."""
     import fcntl
 
-    registry = registry or registry_dir()
-    pid = os.getpid() if pid is None else pid
     os.makedirs(registry, exist_ok=True)
+    order = {g: i for i, g in enumerate(gpus)}
     with open(os.path.join(registry, "lock"), "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        load = [0] * n_gpus
+        shared, marked, before = dict.fromkeys(gpus, 0), dict.fromkeys(gpus, False), set()
         for name in os.listdir(registry):
-            gpu, sep, owner = name.partition("-")
-            if not (sep and gpu.isdigit() and owner.isdigit()):
+            entry = _parse(name)
+            if entry is None:
                 continue
-            if _alive(int(owner)) and int(owner) != pid and int(gpu) < n_gpus:
-                load[int(gpu)] += 1
-            else:
-                try:
-                    os.remove(os.path.join(registry, name))
-                except FileNotFoundError:
-                    pass
-        gpu = min(range(n_gpus), key=lambda g: (load[g], g))
-        open(os.path.join(registry, f"{gpu}-{pid}"), "w").close()
-    return gpu
+            gpu, owner, excl = entry
+            if owner == pid and excl:
+                before.add(gpu)
+            if owner != pid and _alive(owner):
+                if gpu in order:
+                    if excl:
+                        marked[gpu] = True
+                    else:
+                        shared[gpu] += 1
+                continue
+            try:
+                os.remove(os.path.join(registry, name))
+            except FileNotFoundError:
+                pass
+        free = [g for g in gpus if not marked[g]]
+        if exclusive:
+            if len(free) < k:
+                return [], False
+            # fewest auto runs; a waiting process keeps its GPUs on ties
+            take = sorted(free, key=lambda g: (shared[g], g not in before, order[g]))[:k]
+            take.sort(key=order.get)
+            for g in take:
+                open(os.path.join(registry, _entry(g, pid, True)), "w").close()
+            return take, all(shared[g] == 0 for g in take)
+        if not free:
+            return [], False
+        gpu = min(free, key=lambda g: (shared[g], order[g]))
+        open(os.path.join(registry, _entry(gpu, pid, False)), "w").close()
+        return [gpu], True
+
+
+def claim(gpus, registry: str | None = None, pid: int | None = None, exclusive: bool = False,
+          k: int = 1, poll: float | None = None, timeout: float | None = None, log=None) -> list[str]:
+    """Register ``pid`` (default: this process) on GPUs among ``gpus`` (a count: GPUs 0..n-1, or a
+    list of CUDA_VISIBLE_DEVICES entries; see the module's doc) and return their labels, waiting (a
+    poll every ``poll`` seconds) until they are granted.  ``timeout`` (seconds, None = no limit):
+    TimeoutError after it, the process's entries removed."""
+    gpus = _labels(gpus)
+    registry = registry or registry_dir()
+    pid = os.getpid() if pid is None else pid
+    poll = POLL_S if poll is None else poll
+    if exclusive and k > len(gpus):
+        from solver.config import ConfigError
+
+        raise ConfigError(f"--gpu exclusive:{k}: {len(gpus)} GPUs to choose from ({','.join(gpus)})")
+    t0 = time.monotonic()
+    said = False
+    while True:
+        got, granted = _locked_attempt(gpus, k, exclusive, registry, pid)
+        if granted:
+            return got
+        if timeout is not None and time.monotonic() - t0 > timeout:
+            release(registry, pid)
+            raise TimeoutError(f"no {'free' if exclusive else 'shared'} GPU after {timeout} s")
+        if log is not None and not said:
+            print(f"gpuslot: waiting for {k if exclusive else 1} GPU(s) of {','.join(gpus)} "
+                  f"({'exclusive' if exclusive else 'shared'}; registry {registry})", file=log, flush=True)
+            said = True
+        time.sleep(poll)
+
+
+def release(registry: str | None = None, pid: int | None = None) -> None:
+    """Remove the entries of ``pid`` (default: this process); a process that ends needs not."""
+    registry = registry or registry_dir()
+    pid = os.getpid() if pid is None else pid
+    for name in os.listdir(registry) if os.path.isdir(registry) else []:
+        entry = _parse(name)
+        if entry is not None and entry[1] == pid:
+            try:
+                os.remove(os.path.join(registry, name))
+            except FileNotFoundError:
+                pass
+
+
+def parse_spec(spec: str) -> tuple[str, int]:
+    """('pin', N), ('auto', 1) or ('exclusive', K) of a --gpu value (checked by gpu_option)."""
+    if spec == "auto":
+        return "auto", 1
+    if spec == "exclusive":
+        return "exclusive", 1
+    if spec.startswith("exclusive:"):
+        return "exclusive", int(spec.split(":", 1)[1])
+    return "pin", int(spec)
+
+
+def _visible_list() -> list[str] | None:
+    """The entries of CUDA_VISIBLE_DEVICES, None where it is not set."""
+    v = os.environ.get(ENV)
+    if v is None:
+        return None
+    return [e.strip() for e in v.split(",") if e.strip()]
 
 
 def select(spec: str | None) -> str | None:
-    """Apply ``--gpu`` (None, 'auto' or an index >= 0): set CUDA_VISIBLE_DEVICES and return the
-    value set, or None where nothing was set. Call it before CUDA starts."""
+    """Apply ``--gpu`` (None, 'auto', 'exclusive[:K]' or an index >= 0): set CUDA_VISIBLE_DEVICES
+    (and SOLVER_GPU_SLOT) and return the value set, or None where nothing was set.  Call it before
+    CUDA starts; it may wait (see the module's doc).  Where CUDA_VISIBLE_DEVICES is set, auto and
+    exclusive choose among its entries (a scheduler's or the user's list), and leave it alone where
+    it names one GPU (or none)."""
     if spec is None:
         return None
-    if spec != "auto":
-        os.environ[ENV] = str(int(spec))
+    mode, k = parse_spec(spec)
+    if mode == "pin":
+        os.environ[ENV] = str(k)
+        os.environ[SLOT_ENV] = json.dumps({"mode": "pin", "gpus": os.environ[ENV]})
         return os.environ[ENV]
-    if os.environ.get(ENV) is not None:
+    given = _visible_list()
+    if given is not None and (len(given) == k or len(given) <= 1 and k == 1):
+        # a scheduler's (or the user's) choice of this process's GPUs: it wins
+        os.environ[SLOT_ENV] = json.dumps({"mode": mode, "gpus": os.environ[ENV], "by": ENV})
         return None
-    n = host_gpus()
-    if n <= 1:
+    candidates = given if given is not None else host_gpus()
+    n = len(candidates) if given is not None else candidates
+    if n <= 1 and k <= 1:
         return None
-    os.environ[ENV] = str(claim(n))
+    t0 = time.monotonic()
+    gpus = claim(candidates, exclusive=mode == "exclusive", k=k, log=sys.stderr)
+    os.environ[ENV] = ",".join(gpus)
+    rec = {"mode": mode, "gpus": os.environ[ENV], "host_gpus": n, "wait_s": round(time.monotonic() - t0, 3)}
+    if given is not None:
+        rec["among"] = ",".join(given)
+    os.environ[SLOT_ENV] = json.dumps(rec)
     return os.environ[ENV]
 
 
+def slot_record() -> dict | None:
+    """The SOLVER_GPU_SLOT of this process (for run.json), or None."""
+    text = os.environ.get(SLOT_ENV)
+    if not text:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return {"raw": text}
+
+
 def gpu_option(text: str) -> str:
-    """argparse type of ``--gpu``: 'auto' or an integer >= 0, with a one-line error otherwise."""
+    """argparse type of ``--gpu``: 'auto', 'exclusive', 'exclusive:K' (K >= 1) or an integer >= 0,
+    with a one-line error otherwise."""
     import argparse
 
-    if text == "auto" or (text.isdigit() and int(text) >= 0):
+    if text in ("auto", "exclusive") or (text.isdigit() and int(text) >= 0):
         return text
-    raise argparse.ArgumentTypeError(f"--gpu must be 'auto' or a GPU index >= 0, got {text!r}")
+    if text.startswith("exclusive:") and text[10:].isdigit() and int(text[10:]) >= 1:
+        return text
+    raise argparse.ArgumentTypeError(
+        f"--gpu must be 'auto', 'exclusive', 'exclusive:K' (K >= 1) or a GPU index >= 0, got {text!r}")
+
+
+def visible_gpus() -> int:
+    """GPUs this process may use: the entries of CUDA_VISIBLE_DEVICES where set, else host_gpus()."""
+    v = os.environ.get(ENV)
+    if v is not None:
+        return len([e for e in v.split(",") if e.strip() and e.strip() != "-1"])
+    return host_gpus()

@@ -112,6 +112,12 @@ def thread_settings() -> dict:
     return out
 
 
+def _gpu_slot():
+    from solver.gpuslot import slot_record
+
+    return slot_record()
+
+
 def config_hash(config) -> str:
     blob = json.dumps(config, sort_keys=True, default=str).encode()
     return hashlib.sha256(blob).hexdigest()[:16]
@@ -131,6 +137,9 @@ def collect(config=None, backend=None, extra: dict | None = None) -> dict:
     }
     if backend is not None:
         rec["device"] = backend.device_info()
+    slot = _gpu_slot()
+    if slot is not None:  # which GPU of a host with several (solver/gpuslot.py)
+        rec["gpu_slot"] = slot
     if config is not None:
         rec["config"] = config
         rec["config_hash"] = config_hash(config)

@@ -1,7 +1,11 @@
 """solver.bsp.profile (the flop/byte model of the BTE kernels, hand-counted on a small mesh) and
 solver.bsp.bench's steps bench (one process per case: steps.csv, steps_spread.csv, run.json)."""
+import dataclasses
 import json
+import os
+import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -80,6 +84,46 @@ def test_summarize_medians_and_spread():
     assert spread["step_ms_p10"] == pytest.approx(13.0) and spread["step_ms_p90"] == pytest.approx(37.0)
     failed, note = bench.summarize(case, None, "abc", "exit 1: boom")
     assert failed["step_ms"] is None and failed["startup_s"] is None and note["note"] == "exit 1: boom"
+
+
+def _case_folder(folder, text, ok, cuda=None, slot=None):
+    """A one-case bench folder as `bsp bench --case TEXT --out FOLDER` writes it (synthetic times)."""
+    case = bench.Case.parse(text)
+    steps = [{"step": 0.01 * (i + 1), "step/BTE": 0.004, "step/DENS": 0.001, "step/ITER": 0.003, "newton": 4}
+             for i in range(3)]
+    row, spread = bench.summarize(case, {"startup_s": 2.0, "steps": steps} if ok else None, "abc",
+                                  "" if ok else "exit 3: fault")
+    rec = {"hostname": "h", "threads": {"CUDA_VISIBLE_DEVICES": cuda}, "cases": [{**dataclasses.asdict(case), "ok": ok}]}
+    if slot:
+        rec["gpu_slot"] = slot
+    bench.write_bench(folder, pd.DataFrame([row], columns=bench.STEPS_COLUMNS),
+                      pd.DataFrame([spread], columns=bench.SPREAD_COLUMNS), rec)
+    return str(folder)
+
+
+def test_bench_merge_keeps_the_order_and_each_case_gpu(tmp_path):
+    """rule bsp_bench: the one-case folders of rules bsp_bench_case[_gpu] merged in the config's
+    order, each case's record naming the GPU it ran on; exit 1 only when every case failed."""
+    dirs = [_case_folder(tmp_path / "a", "3x9x9x12x8:cupy:1:3:1", True, "2", {"mode": "exclusive", "gpus": "2"}),
+            _case_folder(tmp_path / "b", "3x9x9x12x8:numba:2:3:1", False),
+            _case_folder(tmp_path / "c", "6x9x9x12x8:cupy:1:3:1", True, "0", {"mode": "exclusive", "gpus": "0"})]
+    root = Path(__file__).resolve().parents[1]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]))
+    r = subprocess.run([sys.executable, "-m", "solver", "bsp", "bench-merge", *dirs, "--out", str(tmp_path / "m")],
+                       capture_output=True, text=True, env=env)
+    assert r.returncode == 0, r.stderr
+    s = pd.read_csv(tmp_path / "m" / "steps.csv")
+    assert list(s.mesh) == ["3x9x9x12x8", "3x9x9x12x8", "6x9x9x12x8"] and list(s.backend) == ["cupy", "numba", "cupy"]
+    assert s.step_ms[0] == pytest.approx(20.0) and pd.isna(s.step_ms[1])
+    sp = pd.read_csv(tmp_path / "m" / "steps_spread.csv")
+    assert sp.note[1] == "exit 3: fault"
+    rec = json.loads((tmp_path / "m" / "run.json").read_text())
+    assert [(c["backend"], c["CUDA_VISIBLE_DEVICES"], (c["gpu_slot"] or {}).get("gpus")) for c in rec["cases"]] == \
+        [("cupy", "2", "2"), ("numba", None, None), ("cupy", "0", "0")]
+    assert rec["config"]["cases"] == ["3x9x9x12x8:cupy:1:3:1", "3x9x9x12x8:numba:2:3:1", "6x9x9x12x8:cupy:1:3:1"]
+    r = subprocess.run([sys.executable, "-m", "solver", "bsp", "bench-merge", dirs[1], "--out", str(tmp_path / "f")],
+                       capture_output=True, text=True, env=env)
+    assert r.returncode == 1
 
 
 def test_bench_tiny_mesh_numpy(tmp_path):

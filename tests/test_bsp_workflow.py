@@ -379,7 +379,7 @@ def test_no_solver_import_while_the_bsp_rules_are_read():
 
 @needs_snakemake
 def test_smoke_dag_plans_the_bench_cases():
-    r = _dry("-p", "--force", "bsp_bench")
+    r = _dry("-p", "--forceall", "bsp_bench")
     assert r.returncode == 0, r.stderr[-2000:]
     out = r.stdout + r.stderr
     for case in ("3x9x9x12x8:numpy:1:3:1", "3x9x9x12x8:numba:1:3:1", "3x9x9x12x8:numba:2:3:1"):

@@ -28,9 +28,9 @@ DAGS = {
 }
 # Rules that need a GPU once the GPU is on (config gpu=True): each must be in the GPU partition.
 GPU_RULES = {
-    "gpu-on": {"bsp_run_gpu", "bsp_bench", "bsp_table4_000_kernel_profile", "bsp_tables1_4_001_iter_kernels",
+    "gpu-on": {"bsp_run_gpu", "bsp_bench_case_gpu", "bsp_table4_000_kernel_profile", "bsp_tables1_4_001_iter_kernels",
             "bsp_fig10_000_overlap"},
-    "full-gpu-on": {"bsp_run_gpu", "bsp_bench", "bsp_table4_000_kernel_profile", "bsp_tables1_4_001_iter_kernels",
+    "full-gpu-on": {"bsp_run_gpu", "bsp_bench_case_gpu", "bsp_table4_000_kernel_profile", "bsp_tables1_4_001_iter_kernels",
                  "bsp_fig10_000_overlap", "vecops_bench_gpu", "vecops_ceilings_gpu", "vecops_table1",
                  "collision_relax", "collision_maxwellian", "collision_bkw", "collision_bench", "collision_rates",
                  "collision_relax_rk2", "collision_bkw_mesh", "collision_maxwellian_mesh", "rgf_sweep_chunk",

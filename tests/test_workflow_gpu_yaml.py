@@ -1,5 +1,6 @@
 """The paper-scale plan of config/gpu.yaml (issue #15), from a dry run: every run it plans, the
 NumPy baseline capped at a few steps, the checkpoint cadence of the timing runs, the validation."""
+import os
 import re
 import shutil
 import subprocess
@@ -31,6 +32,7 @@ def test_job_counts(dry):
     # grids: 4 more grids x (numba x5 + cupy); convergence: 5 cupy runs at 0.1 ps
     assert _count(dry, "bsp_run") == 6 + 25 + 20
     assert _count(dry, "bsp_run_gpu") == 1 + 5 + 4 + 5
+    assert _count(dry, "bsp_bench_case") == 5 and _count(dry, "bsp_bench_case_gpu") == 9  # one job per bench case
     for rule in ("bsp_validate", "bsp_bench", "bsp_table4_000_kernel_profile", "bsp_tables1_4_001_iter_kernels",
                  "bsp_fig10_000_overlap", "compare_ceilings"):
         assert _count(dry, rule) == 1, rule
@@ -38,12 +40,83 @@ def test_job_counts(dry):
 
 
 def test_run_lengths_and_checkpoints(dry):
-    runs = set(re.findall(r"solver run \S+ --out \S+/runs/([\w.]+)/(\S+)/(\w+) .*", dry))
+    runs = set(re.findall(r"solver (?:--gpu exclusive )?run \S+ --out \S+/runs/([\w.]+)/(\S+)/(\w+) .*", dry))
     by = {(m, v): ts for ts, m, v in runs if ts.startswith("steps")}
     assert by[("6x65x65x300x48", "numpy_t1")] == "steps4"
     assert by[("6x65x65x300x48", "numba_t1")] == "steps22" and by[("6x129x129x600x96", "numba_t16")] == "steps22"
     assert by[("6x129x129x600x96", "cupy_t1")] == "steps22"
     assert {m for ts, m, v in runs if ts == "ps0.1" and v == "cupy_t1"} == {"6x33x33x150x24", "6x49x49x225x36", "6x65x65x300x48",
                                                                   "6x97x97x450x72", "6x129x129x600x96"}
-    for line in re.findall(r"solver run .*", dry):
+    for line in re.findall(r"solver (?:--gpu exclusive )?run .*", dry):
         assert bool(re.search(r"output\.checkpoint_every_steps=5(?!\d)", line)) == ("/runs/steps" in line), line
+
+
+# ------------------------------------------------------------------ several GPUs on one host
+# A fake four-GPU host: CUDA_VISIBLE_DEVICES=0,1,2,3 (common.smk counts its entries, as gpuslot
+# chooses among them), 64 cores.  docs/workflow.md, "Several GPUs on one host".
+def _dry_multi(tmp_path_factory, *extra):
+    if shutil.which("snakemake") is None:
+        pytest.skip("snakemake not installed")
+    out = tmp_path_factory.mktemp("gpu_yaml_multi")
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES="0,1,2,3")
+    r = subprocess.run(["snakemake", "-n", "--printshellcmds", "--cores", "64", *extra, "--configfile", "config/gpu.yaml",
+                        "--config", f"results_dir={out}", "machine=nvidia-h200"], cwd=REPO, capture_output=True,
+                       text=True, env=env)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    return r.stdout + r.stderr
+
+
+def _jobs(text):
+    """(rule, threads, gpu resource, shell command) of every job of a dry run."""
+    jobs = []
+    for line in text.splitlines():
+        s = line.strip()
+        m = re.match(r"^(?:local)?rule (\w+):$", s)
+        if m:
+            jobs.append({"rule": m.group(1), "threads": 1, "gpu": 0, "shell": ""})
+        elif jobs and s.startswith("threads: "):
+            jobs[-1]["threads"] = int(s.split()[1])
+        elif jobs and s.startswith("resources: "):
+            g = re.search(r"\bgpu=(\d+)", s)
+            jobs[-1]["gpu"] = int(g.group(1)) if g else 0
+        elif jobs and s.startswith("Shell command: "):
+            jobs[-1]["shell"] = s
+    return jobs
+
+
+GPU_TIMING_RULES = {"bsp_run_gpu", "bsp_bench_case_gpu", "bsp_table4_000_kernel_profile",
+                    "bsp_tables1_4_001_iter_kernels", "bsp_fig10_000_overlap", "collision_relax",
+                    "collision_maxwellian", "collision_bkw", "collision_bench"}
+
+
+@pytest.fixture(scope="module")
+def dry4(tmp_path_factory):
+    return _dry_multi(tmp_path_factory, "--resources", "gpu=4")
+
+
+def test_four_gpus_one_timing_job_per_gpu(dry4):
+    jobs = _jobs(dry4)
+    gpu_jobs = [j for j in jobs if j["gpu"]]
+    assert {j["rule"] for j in gpu_jobs} >= GPU_TIMING_RULES | {"iv_point", "rgf_scaling_run", "vecops_table1"}
+    for j in gpu_jobs:
+        assert j["gpu"] == 1, j  # the local total (--resources gpu=4) = GPU jobs at once
+        if j["rule"].startswith("iv_"):  # many bias points per GPU: shared
+            assert " --gpu auto " in j["shell"] and "--gpu exclusive" not in j["shell"], j
+        else:  # timings: a GPU of their own
+            assert re.search(r"-m solver --gpu exclusive(:1)? ", j["shell"]), j
+    # a GPU timing job holds a quarter of the cores (four run side by side); a CPU timing run all of them
+    for j in jobs:
+        if j["rule"] in GPU_TIMING_RULES:
+            assert j["threads"] == 16, j
+        if j["rule"] in ("bsp_run", "bsp_bench_case"):
+            assert j["threads"] == 64, j
+    assert sum(j["rule"] == "bsp_bench_case_gpu" for j in jobs) == 9
+    assert not [j for j in jobs if not j["gpu"] and "--gpu" in j["shell"]]
+
+
+def test_four_gpus_one_gpu_job_at_a_time_by_default(tmp_path_factory):
+    # profiles/default's gpu=1: one GPU job at a time, holding every core; the note says how to spread
+    text = _dry_multi(tmp_path_factory)
+    assert "note: 4 GPUs visible, 1 GPU job(s) at a time (resource gpu); --resources gpu=4 runs one per GPU" in text
+    threads = {j["threads"] for j in _jobs(text) if j["rule"] in GPU_TIMING_RULES}
+    assert threads == {64}

@@ -232,6 +232,27 @@ def write_bench(out, steps, spread, record) -> None:
     io.write_json(out / "run.json", record)
 
 
+def merge(dirs):
+    """The bench of several one-case (or few-case) bench folders, in the order given (the workflow
+    runs every case as its own job, rule bsp_bench_case[_gpu], so that the GPU cases spread over
+    the GPUs of a host): (steps table, spread table, per-case records).  Each record is its case's
+    record from the folder's run.json with the folder, the host, CUDA_VISIBLE_DEVICES and the GPU
+    slot (solver/gpuslot.py) of the process that ran it."""
+    import pandas as pd
+
+    steps, spreads, records = [], [], []
+    for d in map(Path, dirs):
+        steps.append(pd.read_csv(d / "steps.csv"))
+        spreads.append(pd.read_csv(d / "steps_spread.csv"))
+        rec = json.loads((d / "run.json").read_text())
+        for case in rec.get("cases", []):
+            records.append({**case, "folder": str(d), "hostname": rec.get("hostname"),
+                            "CUDA_VISIBLE_DEVICES": (rec.get("threads") or {}).get("CUDA_VISIBLE_DEVICES"),
+                            "gpu_slot": rec.get("gpu_slot")})
+    return (pd.concat(steps, ignore_index=True)[STEPS_COLUMNS], pd.concat(spreads, ignore_index=True)[SPREAD_COLUMNS],
+            records)
+
+
 def register(bs) -> None:
     b = bs.add_parser("bench", help="time step of each (mesh, backend, threads) case, one process each: steps.csv")
     b.add_argument("config", nargs="?", default=None)
@@ -240,6 +261,11 @@ def register(bs) -> None:
     b.add_argument("--timeout", type=float_option(exclusive_minimum=0), help="seconds per case")
     b.add_argument("--out", required=True, help="folder of steps.csv, steps_spread.csv, run.json")
     b.set_defaults(func=_bench)
+    m = bs.add_parser("bench-merge", help="one bench (steps.csv, steps_spread.csv, run.json) of several bench "
+                                          "folders, e.g. one per case")
+    m.add_argument("dirs", nargs="+", metavar="DIR", help="folders written by `bsp bench --out DIR`, in table order")
+    m.add_argument("--out", required=True, help="folder of the merged steps.csv, steps_spread.csv, run.json")
+    m.set_defaults(func=_bench_merge)
     o = bs.add_parser("bench-case", help="one bench case in this process; prints its record as a JSON line")
     o.add_argument("case", metavar="MESH:BACKEND:THREADS:STEPS:WARMUP")
     o.add_argument("config", nargs="?", default=None)
@@ -270,6 +296,18 @@ def _bench(args) -> int:
     cases = [Case.parse(c) for c in args.cases]
     steps, spread, records = bench(args.config, args.overrides, cases, args.timeout)
     rec = provenance.collect({"config": args.config, "overrides": args.overrides, "cases": [str(c) for c in cases]},
+                             extra={"cases": records, "startup_s": STARTUP_S})
+    write_bench(args.out, steps, spread, rec)
+    print(steps.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+    return 1 if steps["step_ms"].isna().all() else 0
+
+
+def _bench_merge(args) -> int:
+    from solver import provenance
+
+    steps, spread, records = merge(args.dirs)
+    rec = provenance.collect({"merged": list(args.dirs), "cases": [f"{c['mesh']}:{c['backend']}:{c['threads']}:"
+                                                                   f"{c['steps']}:{c['warmup']}" for c in records]},
                              extra={"cases": records, "startup_s": STARTUP_S})
     write_bench(args.out, steps, spread, rec)
     print(steps.to_string(index=False, float_format=lambda v: f"{v:.4g}"))

@@ -11,7 +11,7 @@ from solver.gpuslot import gpu_option
 # the bsp subcommands that other modules register: (module, its register function, its subcommands)
 BSP_CLIS = (("solver.bsp.validate", "register", ("validate",)),
             ("solver.bsp.iv", "register", ("iv",)),
-            ("solver.bsp.bench", "register", ("bench", "bench-case", "compare-backends", "phases")),
+            ("solver.bsp.bench", "register", ("bench", "bench-merge", "bench-case", "compare-backends", "phases")),
             ("solver.bsp.profile", "register", ("kernel-profile", "iter-kernels", "ncu-step", "ncu-profile", "overlap")),
             ("solver.bsp.krylov", "register_cli", ("krylov",)))
 
@@ -26,9 +26,10 @@ def register(sub, words=()) -> None:
                    help="override a config value, e.g. --set mesh.NX=33 (repeatable)")
     p.add_argument("--backend", choices=["numpy", "numba", "cupy", "auto"], help="shortcut for numerics.backend")
     p.add_argument("--threads", type=int_option(1), help="shortcut for numerics.threads (numba backend)")
-    p.add_argument("--gpu", type=gpu_option, metavar="auto|N",
-                   help="GPU of a host with several: N, or 'auto' = the one with the fewest runs started with "
-                        "--gpu auto (solver/gpuslot.py); placement only, not part of the configuration")
+    p.add_argument("--gpu", type=gpu_option, metavar="auto|exclusive[:K]|N",
+                   help="GPU of a host with several: N; 'auto' = shared, the one with the fewest runs started with "
+                        "--gpu auto; 'exclusive' = one with no other run, waiting for it (timings); "
+                        "solver/gpuslot.py; placement only, not part of the configuration")
     p.add_argument("--no-resume", action="store_true", help="ignore an existing checkpoint in --out")
     p.add_argument("--overwrite", action="store_true",
                    help="replace the run of another configuration found in --out (its files are removed)")

@@ -26,6 +26,19 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def visible_device(i: int) -> str:
+    """CUDA_VISIBLE_DEVICES of a child that is to see GPU ``i`` of the GPUs this process sees:
+    entry ``i`` of this process's CUDA_VISIBLE_DEVICES where set (SLURM, ``--gpu exclusive:K``),
+    else ``i``."""
+    mine = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if mine is None or not mine.strip():
+        return str(i)
+    entries = [e.strip() for e in mine.split(",") if e.strip()]
+    if i >= len(entries):
+        raise ValueError(f"GPU {i}: this process sees {len(entries)} (CUDA_VISIBLE_DEVICES={mine})")
+    return entries[i]
+
+
 def run_chunks(workers, chunks, sweep_args, chunk_dir, devices="cpu", gpu_ids=None, log=print):
     """Run the C chunk processes on W workers; returns (one row per chunk, makespan in s)."""
     chunk_dir = Path(chunk_dir)
@@ -41,8 +54,8 @@ def run_chunks(workers, chunks, sweep_args, chunk_dir, devices="cpu", gpu_ids=No
     def worker(k):
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join([str(ROOT)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
-        if devices == "gpu":
-            env["CUDA_VISIBLE_DEVICES"] = str(ids[k])
+        if devices == "gpu":  # ids count the GPUs this process sees (a scheduler's or gpuslot's list)
+            env["CUDA_VISIBLE_DEVICES"] = visible_device(ids[k])
         else:
             env.update(OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1", NUMBA_NUM_THREADS="1")
         while True:

@@ -16,13 +16,18 @@
 # Files back in $OUT (at most 8, 16 MiB each): results_<machine>.tgz (every csv/json/png/md/log/tsv of
 # results/<machine>/ and results/compare/, no .h5), snakemake_<n>.log, status.txt (the jobs still to
 # run), report.html (FINAL=1).  LIMIT_S, WORK, TARGETS, FINAL, CONFIG (default config/gpu.yaml; e.g.
-# config/smoke.yaml to try the chunking on a CPU) are campaign settings, not variants.
+# config/smoke.yaml to try the chunking on a CPU), CORES (default 16 per GPU, at most nproc) and
+# GPU_JOBS (default: the host's GPUs; --resources gpu=GPU_JOBS: one GPU job per GPU, each timing job on
+# a GPU of its own, docs/workflow.md "Several GPUs on one host") are campaign settings, not variants.
 set -u
 LIMIT_S=${LIMIT_S:-540}
 WORK=${WORK:-/tmp/gpu_yaml}
 TARGETS=${TARGETS:-}
 CONFIG=${CONFIG:-config/gpu.yaml}
 OUT=${OUT:-$PWD/out}
+NGPU=$(ls /dev/nvidia[0-9]* 2>/dev/null | wc -l); [ "$NGPU" -ge 1 ] || NGPU=1
+GPU_JOBS=${GPU_JOBS:-$NGPU}
+CORES=${CORES:-$(( 16 * NGPU < $(nproc) ? 16 * NGPU : $(nproc) ))}
 if [ -z "${SOLVER_SOURCE_COMMIT:-}" ]; then  # the copy's .git is stale: run.json must name the code
     echo "set SOLVER_SOURCE_COMMIT to the commit of this code (it goes into every run.json)" >&2
     exit 2
@@ -40,14 +45,14 @@ MACHINE=$(python3 -c "from solver.provenance import machine_tag; print(machine_t
 RESULTS=$(python3 -c "import yaml; print(yaml.safe_load(open('$CONFIG')).get('results_dir', 'results'))")
 n=$(ls "$WORK"/.chunk_* 2>/dev/null | wc -l)
 touch "$WORK/.chunk_$n"
-echo "chunk $n on $MACHINE, code $SOLVER_SOURCE_COMMIT, limit ${LIMIT_S}s, targets: ${TARGETS:-all}"
+echo "chunk $n on $MACHINE, code $SOLVER_SOURCE_COMMIT, limit ${LIMIT_S}s, $CORES cores, $GPU_JOBS GPU jobs at once, targets: ${TARGETS:-all}"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
 command -v ncu && ncu --version | tail -1
 
 snakemake --unlock --cores 16 --configfile "$CONFIG" > /dev/null 2>&1  # --cores: without it the DAG of vecops.smk fails and nothing is unlocked
 left=$(( LIMIT_S - ($(date +%s) - t0) - 40 ))  # 40 s for Snakemake to stop, the tar and the status
 # shellcheck disable=SC2086
-timeout --signal=INT --kill-after=20 "$left" snakemake --cores 16 --configfile "$CONFIG" \
+timeout --signal=INT --kill-after=20 "$left" snakemake --cores "$CORES" --resources gpu="$GPU_JOBS" --configfile "$CONFIG" \
     --rerun-incomplete --keep-going --printshellcmds $TARGETS > "$OUT/snakemake_$n.log" 2>&1
 rc=$?
 echo "snakemake exit $rc after $(( $(date +%s) - t0 )) s (124: stopped at the limit; call again)"

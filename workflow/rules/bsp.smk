@@ -57,6 +57,8 @@ _RUN_SHELL = ("OMP_NUM_THREADS={wildcards.nthreads} OPENBLAS_NUM_THREADS={wildca
               "{SOLVER} run {input.cfg:q} --out {params.out:q} --backend {wildcards.backend} "
               "--threads {wildcards.nthreads} --no-progress {params.sets} > {log:q} 2>&1")
 
+# the cupy runs: a GPU of their own on a host with several (solver/gpuslot.py; common.smk)
+_RUN_SHELL_GPU = _RUN_SHELL.replace("{SOLVER} run ", "{SOLVER_GPU} run ")
 _RUN_WILDCARDS = dict(timespec=r"steps\d+|ps\d+(\.\d+)?(e-?\d+)?", mesh=r"\d+x\d+x\d+x\d+x\d+", nthreads=r"\d+")
 
 
@@ -91,8 +93,9 @@ rule bsp_run:
 
 
 rule bsp_run_gpu:
-    """One solver run with the cupy backend on one GPU; like the CPU runs it holds every core with
-    bsp.exclusive (launch-bound phases follow the host: a busy host would slow its timers)."""
+    """One solver run with the cupy backend on one GPU of its own (--gpu exclusive); with
+    bsp.exclusive it holds its share of the cores, all of them with one GPU job at a time
+    (launch-bound phases follow the host: a busy host would slow its timers)."""
     input:
         cfg=BSP_RUN_CONFIG,
     output:
@@ -103,7 +106,7 @@ rule bsp_run_gpu:
     params:
         out=lambda wc, output: os.path.dirname(output.run),
         sets=_run_sets,
-    threads: BSP_EXCLUSIVE
+    threads: BSP_GPU_THREADS
     resources:
         **cluster(gpu=1, mem_mb=bsp_run_mem_mb, runtime=bsp_run_minutes),
     log:
@@ -111,7 +114,7 @@ rule bsp_run_gpu:
     benchmark:
         bench("bsp", _RUN_NAME)
     shell:
-        _RUN_SHELL
+        _RUN_SHELL_GPU
 
 
 rule bsp_collect:
@@ -393,7 +396,8 @@ rule bsp_table4_000_kernel_profile:
         reps=bsp_get("profile", "reps", default=5),
         copy_mib=bsp_get("profile", "copy_mib", default=1024),
         gemm=f"--gemm-n {bsp_get('profile', 'gemm_n')}" if bsp_get("profile", "gemm_n") else "",
-    threads: BSP_EXCLUSIVE_THREADS
+        solver=SOLVER_GPU if USE_GPU else SOLVER,
+    threads: GPU_THREADS if USE_GPU else BSP_EXCLUSIVE_THREADS
     resources:
         **cluster(gpu=1 if USE_GPU else 0,
                   mem_mb=bsp_mem_mb(BSP_TIMING_MESH) + 2 * bsp_get("profile", "copy_mib", default=1024),
@@ -403,7 +407,7 @@ rule bsp_table4_000_kernel_profile:
     benchmark:
         bench("bsp", "kernel_profile")
     shell:
-        "NUMBA_NUM_THREADS={threads} {SOLVER} bsp kernel-profile {input.cfg:q} --backend {params.backend} "
+        "NUMBA_NUM_THREADS={threads} {params.solver} bsp kernel-profile {input.cfg:q} --backend {params.backend} "
         "{params.sets} --mesh {params.mesh} --threads 1,all --reps {params.reps} --copy-mib {params.copy_mib} "
         "{params.gemm} --out {output.table:q} > {log:q} 2>&1"
 
@@ -425,7 +429,7 @@ rule bsp_tables5_6_001_ncu:
     params:
         sets=bsp_mesh_sets(BSP_TIMING_MESH),
         steps=bsp_get("profile", "ncu_steps", default=2),
-    threads: BSP_EXCLUSIVE_THREADS
+    threads: GPU_THREADS
     resources:
         **cluster(gpu=1, mem_mb=bsp_mem_mb(BSP_TIMING_MESH), runtime=60),
     log:
@@ -433,7 +437,7 @@ rule bsp_tables5_6_001_ncu:
     benchmark:
         bench("bsp", "ncu")
     shell:
-        "{SOLVER} bsp ncu-profile {input.cfg:q} {params.sets} --steps {params.steps} --ceilings {input.ceilings:q} "
+        "{SOLVER_GPU} bsp ncu-profile {input.cfg:q} {params.sets} --steps {params.steps} --ceilings {input.ceilings:q} "
         "--out {output.table:q} > {log:q} 2>&1"
 
 
@@ -450,7 +454,7 @@ rule bsp_tables1_4_001_iter_kernels:
         run=res("bsp", "tables", "iter_kernels_001.run.json"),
     params:
         sets=bsp_set_options(bsp_get("set", default=[])),
-    threads: BSP_EXCLUSIVE_THREADS
+    threads: GPU_THREADS
     resources:
         **cluster(gpu=1, mem_mb=bsp_mem_mb("6x65x129x300x48"), runtime=_minutes(5 * bsp_seconds("6x65x129x300x48", 105, "cupy"))),
     log:
@@ -458,7 +462,7 @@ rule bsp_tables1_4_001_iter_kernels:
     benchmark:
         bench("bsp", "iter_kernels")
     shell:
-        "{SOLVER} bsp iter-kernels {input.cfg:q} {params.sets} --nz 33,49,65,97,129 --nx 65 --nsbn 6 --nw 300 "
+        "{SOLVER_GPU} bsp iter-kernels {input.cfg:q} {params.sets} --nz 33,49,65,97,129 --nx 65 --nsbn 6 --nw 300 "
         "--nphi 48 --steps 5 --reps 100 --table1 {output.table1:q} --table4 {output.table4:q} "
         "--run-json {output.run:q} > {log:q} 2>&1"
 
@@ -477,7 +481,7 @@ rule bsp_fig10_000_overlap:
         sets=bsp_mesh_sets(BSP_TIMING_MESH),
         mesh=BSP_TIMING_MESH,
         steps=int(bsp_get("timing", "steps", default=10)) + 1,
-    threads: BSP_EXCLUSIVE_THREADS
+    threads: GPU_THREADS
     resources:
         **cluster(gpu=1, mem_mb=2 * bsp_mem_mb(BSP_TIMING_MESH),
                   runtime=_minutes(2 * bsp_seconds(BSP_TIMING_MESH, int(bsp_get("timing", "steps", default=10)) + 1, "cupy"))),
@@ -486,34 +490,92 @@ rule bsp_fig10_000_overlap:
     benchmark:
         bench("bsp", "overlap")
     shell:
-        "{SOLVER} bsp overlap {input.cfg:q} {params.sets} --mesh {params.mesh} --steps {params.steps} "
+        "{SOLVER_GPU} bsp overlap {input.cfg:q} {params.sets} --mesh {params.mesh} --steps {params.steps} "
         "--csv {output.csv:q} --fig {output.fig:q} > {log:q} 2>&1"
+
+
+# the step benchmark: every case of bsp.bench one job (rule bsp_bench_case on the CPU, holding every
+# core; bsp_bench_case_gpu on a GPU of its own with its share of the cores), so that the GPU cases
+# spread over the GPUs of a host; rule bsp_bench merges them in the config's order
+_BENCH_CASE = res("bsp", "bench", "cases", "{mesh}_{backend}_t{nthreads}_s{steps}_w{warmup}")
+_BENCH_CASE_OUTPUTS = dict(steps=f"{_BENCH_CASE}/steps.csv", spread=f"{_BENCH_CASE}/steps_spread.csv",
+                           run=f"{_BENCH_CASE}/run.json")
+_BENCH_CASE_WILDCARDS = dict(mesh=r"\d+x\d+x\d+x\d+x\d+", nthreads=r"\d+", steps=r"\d+", warmup=r"\d+")
+_BENCH_NAME = "bench_{mesh}_{backend}_t{nthreads}_s{steps}_w{warmup}"
+# a failed case (non-zero exit, time-out) still writes its row with empty times: the job succeeds
+_BENCH_SHELL = ("{params.solver} bsp bench {input.cfg:q} {params.sets} "
+                "--case {wildcards.mesh}:{wildcards.backend}:{wildcards.nthreads}:{wildcards.steps}:{wildcards.warmup} "
+                "{params.timeout} --out {params.out:q} > {log:q} 2>&1 || [ -f {output.steps:q} ]")
+_BENCH_PARAMS = dict(
+    out=lambda wc, output: os.path.dirname(output.steps),
+    sets=bsp_set_options(bsp_get("set", default=[])),
+    timeout=f"--timeout {bsp_get('bench', 'timeout_s')}" if bsp_get("bench", "timeout_s") else "",
+)
+
+
+rule bsp_bench_case:
+    """One CPU case of config bsp.bench (python -m solver bsp bench --case ...), holding every core."""
+    input:
+        cfg=BSP_RUN_CONFIG,
+    output:
+        **_BENCH_CASE_OUTPUTS,
+    wildcard_constraints:
+        backend="numpy|numba",
+        **_BENCH_CASE_WILDCARDS,
+    params:
+        **_BENCH_PARAMS,
+        solver=SOLVER,
+    threads: BSP_EXCLUSIVE_THREADS
+    resources:
+        **cluster(mem_mb=lambda wc: bsp_mem_mb(wc.mesh), runtime=bsp_bench_case_minutes),
+    log:
+        logf("bsp", _BENCH_NAME),
+    shell:
+        _BENCH_SHELL
+
+
+rule bsp_bench_case_gpu:
+    """One cupy case of config bsp.bench on a GPU of its own (--gpu exclusive), with its share of
+    the cores (all of them with one GPU job at a time)."""
+    input:
+        cfg=BSP_RUN_CONFIG,
+    output:
+        **_BENCH_CASE_OUTPUTS,
+    wildcard_constraints:
+        backend="cupy",
+        **_BENCH_CASE_WILDCARDS,
+    params:
+        **_BENCH_PARAMS,
+        solver=SOLVER_GPU,
+    threads: GPU_THREADS
+    resources:
+        **cluster(gpu=1, mem_mb=lambda wc: bsp_mem_mb(wc.mesh), runtime=bsp_bench_case_minutes),
+    log:
+        logf("bsp", _BENCH_NAME),
+    shell:
+        _BENCH_SHELL
 
 
 rule bsp_bench:
     """The time step of every (mesh, backend, threads) case of config bsp.bench, each case in its
-    own process (python -m solver bsp bench): medians over the timed steps after the warm-up,
-    start-up time, Newton iterations per step; a failed case is a row with empty times (its error
-    in steps_spread.csv)."""
+    own process and job (rules bsp_bench_case, bsp_bench_case_gpu: python -m solver bsp bench),
+    merged in the config's order (python -m solver bsp bench-merge): medians over the timed steps
+    after the warm-up, start-up time, Newton iterations per step; a failed case is a row with empty
+    times (its error in steps_spread.csv); run.json holds every case's record with its GPU."""
     input:
-        cfg=BSP_RUN_CONFIG,
+        [f"{bsp_bench_case_dir(c)}/steps.csv" for c in bsp_bench_cases()],
     output:
         steps=report(res("bsp", "bench", "steps.csv"), caption=report_caption("bsp_bench"), category="BSP benchmarks"),
         spread=res("bsp", "bench", "steps_spread.csv"),
         run=res("bsp", "bench", "run.json"),
     params:
+        dirs=lambda wc, input: " ".join(shlex.quote(os.path.dirname(f)) for f in input),
         out=lambda wc, output: os.path.dirname(output.steps),
-        sets=bsp_set_options(bsp_get("set", default=[])),
-        cases=" ".join(f"--case {c}" for c in bsp_bench_cases()),
-        timeout=f"--timeout {bsp_get('bench', 'timeout_s')}" if bsp_get("bench", "timeout_s") else "",
-    threads: BSP_EXCLUSIVE_THREADS
-    resources:
-        **cluster(gpu=1 if USE_GPU else 0, mem_mb=bsp_bench_mem_mb(), runtime=bsp_bench_minutes()),
+    localrule: True
     log:
         logf("bsp", "bench"),
     shell:
-        "{SOLVER} bsp bench {input.cfg:q} {params.sets} {params.cases} {params.timeout} --out {params.out:q} "
-        "> {log:q} 2>&1"
+        "{SOLVER} bsp bench-merge {params.dirs} --out {params.out:q} > {log:q} 2>&1"
 
 
 def _compare_inputs(wildcards):

@@ -6,6 +6,9 @@ if enabled("collision"):
     COLL = config["collision"]
     COLL_BE = COLL["backend"] if COLL["backend"] != "auto" else ("cupy" if USE_GPU else "numba")
     COLL_CACHE = res("collision", "coeffs")
+    # GPU jobs: a GPU of their own and a share of the cores (common.smk, "GPUs of this host")
+    COLL_SOLVER = SOLVER_GPU if COLL_BE == "cupy" else SOLVER
+    COLL_THREADS = GPU_THREADS if COLL_BE == "cupy" else workflow.cores
 
     rule collision_relax:
         output:
@@ -14,13 +17,13 @@ if enabled("collision"):
             summ=res("collision", "relax_euler_summary.json"),
         log: logf("collision", "relax")
         benchmark: bench("collision", "relax")
-        threads: workflow.cores
+        threads: COLL_THREADS
         resources:
             **cluster(gpu=1 if COLL_BE == "cupy" else 0, mem_mb=collision_mem_mb(COLL["N"]),
                       runtime=collision_minutes(COLL["N"], COLL_BE == "cupy")),
         params: out=res("collision")
         shell:
-            "{SOLVER} collision relax --backend {COLL_BE} --N {COLL[N]} --h {COLL[h]} --t-end {COLL[t_end]} "
+            "{COLL_SOLVER} collision relax --backend {COLL_BE} --N {COLL[N]} --h {COLL[h]} --t-end {COLL[t_end]} "
             "--snapshots {COLL[snapshots]} --scheme euler --name relax_euler --out {params.out} "
             "--cache {COLL_CACHE} > {log} 2>&1"
 
@@ -34,26 +37,26 @@ if enabled("collision"):
         output: report(res("collision", "maxwellian.csv"), caption=report_caption("collision_checks"), category="paper 004")
         log: logf("collision", "maxwellian")
         benchmark: bench("collision", "maxwellian")
-        threads: workflow.cores
+        threads: COLL_THREADS
         resources:
             **cluster(gpu=1 if COLL_BE == "cupy" else 0, mem_mb=collision_mem_mb(COLL["N"]),
                       runtime=collision_minutes(COLL["N"], COLL_BE == "cupy")),
         params: out=res("collision")
         shell:
-            "{SOLVER} collision maxwellian --backend {COLL_BE} --N {COLL[N]} --h {COLL[h]} --out {params.out} "
+            "{COLL_SOLVER} collision maxwellian --backend {COLL_BE} --N {COLL[N]} --h {COLL[h]} --out {params.out} "
             "--cache {COLL_CACHE} > {log} 2>&1"
 
     rule collision_bkw:
         output: report(res("collision", "bkw.csv"), caption=report_caption("collision_checks"), category="paper 004")
         log: logf("collision", "bkw")
         benchmark: bench("collision", "bkw")
-        threads: workflow.cores
+        threads: COLL_THREADS
         resources:
             **cluster(gpu=1 if COLL_BE == "cupy" else 0, mem_mb=collision_mem_mb(COLL["bkw_N"]),
                       runtime=collision_minutes(COLL["bkw_N"], COLL_BE == "cupy")),
         params: out=res("collision")
         shell:
-            "{SOLVER} collision bkw --backend {COLL_BE} --N {COLL[bkw_N]} --h {COLL[bkw_h]} --t-end {COLL[bkw_t_end]} "
+            "{COLL_SOLVER} collision bkw --backend {COLL_BE} --N {COLL[bkw_N]} --h {COLL[bkw_h]} --t-end {COLL[bkw_t_end]} "
             "--out {params.out} --cache {COLL_CACHE} > {log} 2>&1"
 
     rule collision_bench:
@@ -62,7 +65,7 @@ if enabled("collision"):
                    caption=report_caption("collision_checks"), category="paper 004"),
         log: logf("collision", "bench")
         benchmark: bench("collision", "bench")
-        threads: workflow.cores
+        threads: COLL_THREADS
         resources:
             **cluster(gpu=1 if COLL_BE == "cupy" else 0, mem_mb=collision_mem_mb(collision_max_N(COLL["bench_meshes"])),
                       runtime=collision_bench_minutes(COLL["bench_meshes"], COLL_BE == "cupy")),
@@ -72,7 +75,7 @@ if enabled("collision"):
             be="cupy" if COLL_BE == "cupy" else "numba,numba:1",
             dt="float64,float32" if COLL_BE == "cupy" else "float64",
         shell:
-            "{SOLVER} collision bench --backends {params.be} --dtypes {params.dt} --meshes {COLL[bench_meshes]} "
+            "{COLL_SOLVER} collision bench --backends {params.be} --dtypes {params.dt} --meshes {COLL[bench_meshes]} "
             "--repeat 1 --sample 16 --name {params.name} --out {params.out} --cache {COLL_CACHE} > {log} 2>&1"
 
     ALL_TARGETS += [res("collision", "fig1_bimaxwellian.png"), res("collision", "maxwellian.csv"),
@@ -96,13 +99,13 @@ if enabled("collision"):
             wildcard_constraints: N=r"\d+"
             log: logf("collision", "relax_rk2_N{N}")
             benchmark: bench("collision", "relax_rk2_N{N}")
-            threads: workflow.cores
+            threads: COLL_THREADS
             resources:
                 **cluster(gpu=1 if COLL_BE == "cupy" else 0, mem_mb=lambda w: collision_mem_mb(w.N),
                           runtime=lambda w: collision_minutes(w.N, COLL_BE == "cupy")),
             params: out=res("collision"), h=lambda w: 2 * COLL_HW / int(w.N)
             shell:
-                "{SOLVER} collision relax --backend {COLL_BE} --N {wildcards.N} --h {params.h} --t-end {COLL[t_end]} "
+                "{COLL_SOLVER} collision relax --backend {COLL_BE} --N {wildcards.N} --h {params.h} --t-end {COLL[t_end]} "
                 "--scheme rk2 --snapshots 0 --name relax_rk2_N{wildcards.N} --out {params.out} "
                 "--cache {COLL_CACHE} > {log} 2>&1"
 
@@ -111,13 +114,13 @@ if enabled("collision"):
             wildcard_constraints: N=r"\d+", hw=r"[0-9.]+"
             log: logf("collision", "bkw_N{N}_hw{hw}")
             benchmark: bench("collision", "bkw_N{N}_hw{hw}")
-            threads: workflow.cores
+            threads: COLL_THREADS
             resources:
                 **cluster(gpu=1 if COLL_BE == "cupy" else 0, mem_mb=lambda w: collision_mem_mb(w.N),
                           runtime=lambda w: collision_minutes(w.N, COLL_BE == "cupy")),
             params: out=res("collision"), h=lambda w: 2 * float(w.hw) / int(w.N)
             shell:
-                "{SOLVER} collision bkw --backend {COLL_BE} --N {wildcards.N} --h {params.h} --t-end {COLL[bkw_t_end]} "
+                "{COLL_SOLVER} collision bkw --backend {COLL_BE} --N {wildcards.N} --h {params.h} --t-end {COLL[bkw_t_end]} "
                 "--name bkw_N{wildcards.N}_hw{wildcards.hw} --out {params.out} --cache {COLL_CACHE} > {log} 2>&1"
 
         rule collision_maxwellian_mesh:
@@ -125,26 +128,26 @@ if enabled("collision"):
             wildcard_constraints: N=r"\d+"
             log: logf("collision", "maxwellian_N{N}")
             benchmark: bench("collision", "maxwellian_N{N}")
-            threads: workflow.cores
+            threads: COLL_THREADS
             resources:
                 **cluster(gpu=1 if COLL_BE == "cupy" else 0, mem_mb=lambda w: collision_mem_mb(w.N),
                           runtime=lambda w: collision_minutes(w.N, COLL_BE == "cupy")),
             params: out=res("collision"), h=lambda w: 2 * COLL_HW / int(w.N)
             shell:
-                "{SOLVER} collision maxwellian --backend {COLL_BE} --N {wildcards.N} --h {params.h} --T 1.0,2.5,4.0 "
+                "{COLL_SOLVER} collision maxwellian --backend {COLL_BE} --N {wildcards.N} --h {params.h} --T 1.0,2.5,4.0 "
                 "--name maxwellian_N{wildcards.N} --out {params.out} --cache {COLL_CACHE} > {log} 2>&1"
 
         rule collision_rates:
             output: res("collision", "rates.csv")
             log: logf("collision", "rates")
             benchmark: bench("collision", "rates")
-            threads: workflow.cores
+            threads: COLL_THREADS
             resources:
                 **cluster(gpu=1 if COLL_BE == "cupy" else 0, mem_mb=collision_mem_mb(collision_max_N(COLL["conv_rates_meshes"])),
                           runtime=collision_minutes(collision_max_N(COLL["conv_rates_meshes"]), COLL_BE == "cupy")),
             params: out=res("collision")
             shell:
-                "{SOLVER} collision rates --backend {COLL_BE} --meshes {COLL[conv_rates_meshes]} --half-width {COLL_HW} "
+                "{COLL_SOLVER} collision rates --backend {COLL_BE} --meshes {COLL[conv_rates_meshes]} --half-width {COLL_HW} "
                 "--T 2.5 --bkw-half-width 6 --out {params.out} --cache {COLL_CACHE} > {log} 2>&1"
 
         rule collision_convergence:

@@ -23,6 +23,45 @@ SOLVER = f"{PY} -m solver"
 ALL_TARGETS = []
 
 
+# ------------------------------------------------------------------------ GPUs of this host
+# One GPU job per GPU (docs/workflow.md, "Several GPUs on one host").  Every GPU rule declares
+# resources gpu=1 (cluster(gpu=1)) and runs its command with SOLVER_GPU = `python -m solver --gpu
+# exclusive`: solver/gpuslot.py gives the process a GPU with no other run (it waits for one), so
+# timings never share a GPU; the iv points run `--gpu auto` (many per GPU).  The local total of the
+# gpu resource is how many GPU jobs run at once: profiles/default sets gpu=1 (one at a time);
+# `--resources gpu=4` on a host with 4 GPUs runs four, one per GPU.  An exclusive GPU job holds
+# GPU_THREADS = cores / GPU_JOBS cores, so the GPU jobs run side by side (each with its share of the
+# host) while a CPU timing run (bsp.exclusive: every core) still runs alone.  Submitted to a cluster
+# (profiles/slurm) or inside a submitted job, every job has a node's share of its own: GPU_JOBS = 1;
+# a scheduler's CUDA_VISIBLE_DEVICES wins over gpuslot's choice.
+from solver import gpuslot
+
+HOST_GPUS = gpuslot.visible_gpus() if USE_GPU else 0
+
+
+def _gpu_jobs():
+    if not workflow.local_exec or workflow.remote_exec:
+        return 1
+    total = workflow.global_resources.get("gpu").value
+    total = HOST_GPUS if total is None else int(total)
+    return max(1, min(total, HOST_GPUS))
+
+
+def _cores():
+    try:
+        return int(workflow.cores)
+    except Exception:  # no --cores (some dry runs): Snakemake caps threads at run time anyway
+        return 1 << 20
+
+
+GPU_JOBS = _gpu_jobs()
+GPU_THREADS = max(1, _cores() // GPU_JOBS)
+SOLVER_GPU = f"{SOLVER} --gpu exclusive"
+if USE_GPU and workflow.local_exec and not workflow.remote_exec and HOST_GPUS > GPU_JOBS:
+    print(f"note: {HOST_GPUS} GPUs visible, {GPU_JOBS} GPU job(s) at a time (resource gpu); "
+          f"--resources gpu={HOST_GPUS} runs one per GPU (docs/workflow.md)", file=sys.stderr)
+
+
 wildcard_constraints:
     machine=MACHINE.replace(".", r"\."),
 
@@ -200,6 +239,8 @@ if enabled("bsp"):
 
 BSP_EXCLUSIVE_THREADS = 1 << 20  # Snakemake caps threads at --cores: "all of them"
 BSP_EXCLUSIVE = BSP_EXCLUSIVE_THREADS if bsp_get("exclusive", default=True) else 1
+# a GPU timing job holds its share of the host's cores (all of them with one GPU job at a time)
+BSP_GPU_THREADS = GPU_THREADS if bsp_get("exclusive", default=True) else 1
 BSP_RUN_CONFIG = bsp_get("run_config", default="config/bsp/dgmosfet.yaml")
 BSP_STEP_CAPS = bsp_variant_table() if enabled("bsp") else {}
 BSP_VARIANTS = list(BSP_STEP_CAPS)
@@ -340,19 +381,18 @@ def bsp_krylov_minutes(mesh, steps):
     return _minutes(bsp_seconds(mesh, int(steps), "numpy") + 1800)
 
 
-def bsp_bench_minutes():
-    """Every case of bsp.bench one after another, each cut at bsp.bench.timeout_s."""
+def bsp_bench_case_dir(case):
+    """results/<machine>/bsp/bench/cases/<mesh>_<backend>_t<threads>_s<steps>_w<warmup> of a case
+    MESH:BACKEND:THREADS:STEPS:WARMUP (rules bsp_bench_case, bsp_bench_case_gpu)."""
+    mesh, backend, threads, steps, warmup = case.split(":")
+    return res("bsp", "bench", "cases", f"{mesh}_{backend}_t{threads}_s{steps}_w{warmup}")
+
+
+def bsp_bench_case_minutes(wildcards):
+    """One case of bsp.bench, cut at bsp.bench.timeout_s."""
     timeout = bsp_get("bench", "timeout_s")
-    total = 0
-    for case in bsp_bench_cases():
-        mesh, backend, _, steps, warmup = case.split(":")
-        s = bsp_seconds(mesh, int(steps) + int(warmup), backend)
-        total += min(s, timeout) if timeout else s
-    return _minutes(total)
-
-
-def bsp_bench_mem_mb():
-    return max([bsp_mem_mb(c.split(":")[0]) for c in bsp_bench_cases()] or [1000])
+    s = bsp_seconds(wildcards.mesh, int(wildcards.steps) + int(wildcards.warmup), wildcards.backend)
+    return _minutes(min(s, timeout) if timeout else s)
 
 
 # collision: the coefficient table grows as N^4.8 (HDF5 cache 0.18, 1.2, 4.8 MB at N = 8, 12, 16;

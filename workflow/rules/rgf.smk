@@ -63,6 +63,7 @@ if enabled("rgf"):
         params:
             so="--spin-orbit" if _RS["spin_orbit"] else "",
             backend=_RGF_BACKEND,
+            solver=SOLVER_GPU if _RGF_BACKEND == "cupy" else SOLVER,
         log:
             logf("rgf", "sweep_chunk{chunk}"),
         benchmark:
@@ -75,7 +76,7 @@ if enabled("rgf"):
             None if _RGF_BACKEND == "cupy" else "rgf_sweep"
         shell:
             "OMP_NUM_THREADS={threads} OPENBLAS_NUM_THREADS={threads} MKL_NUM_THREADS={threads} "
-            "{SOLVER} rgf sweep --out {output.csv} --ny {_RS[ny]} --nz {_RS[nz]} --xuc {_RGF_XUC} --batch {_RS[batch]} "
+            "{params.solver} rgf sweep --out {output.csv} --ny {_RS[ny]} --nz {_RS[nz]} --xuc {_RGF_XUC} --batch {_RS[batch]} "
             "--emin {_RS[emin]} --emax {_RS[emax]} --ne {_RS[ne]} --chunk {wildcards.chunk} "
             "--n-chunks {_RS[n_chunks]} --set {_RS[set]} {params.so} --eta {_RS[eta]} "
             "--backend {params.backend} > {log} 2>&1"
@@ -104,6 +105,8 @@ if enabled("rgf"):
             devices="gpu" if USE_GPU else "cpu",
             backend="cupy" if USE_GPU else "numpy",
             chunk_dir=lambda wc: res("rgf", "scaling", f"w{wc.workers}_c{wc.chunks}"),
+            # W GPUs of its own (the workers see them as 0..W-1; solver/rgf/scaling.py)
+            gpu=lambda wc: f"--gpu exclusive:{int(wc.workers)} " if USE_GPU else "",
         log:
             logf("rgf", "scaling_w{workers}_c{chunks}"),
         threads: lambda wc: int(wc.workers)
@@ -113,7 +116,7 @@ if enabled("rgf"):
                       runtime=lambda wc: rgf_minutes(_RSC["ny"], _RSC["nz"], _RSC["xuc"], _RSC["ne"], USE_GPU,
                                                      workers=int(wc.workers))),
         shell:
-            "{SOLVER} rgf scaling-run --workers {wildcards.workers} --chunks {wildcards.chunks} "
+            "{SOLVER} {params.gpu}rgf scaling-run --workers {wildcards.workers} --chunks {wildcards.chunks} "
             "--devices {params.devices} --out {output.csv} --chunk-dir {params.chunk_dir} -- "
             "--ny {_RSC[ny]} --nz {_RSC[nz]} --xuc {_RSC[xuc]} --emin {_RSC[emin]} --emax {_RSC[emax]} "
             "--ne {_RSC[ne]} --set {_RS[set]} --eta {_RS[eta]} --backend {params.backend} > {log} 2>&1"
@@ -139,6 +142,7 @@ if enabled("rgf"):
             fig=report(res("rgf", "fig7_cases.png"), caption=report_caption("rgf_figures"), category="paper 002"),
         params:
             cases=",".join(map(str, RGF_CASES)),
+            solver=SOLVER_GPU if 5 in RGF_CASES else SOLVER,  # case 5 on a GPU of its own; 1-4 on every core
         log:
             logf("rgf", "cases"),
         benchmark:
@@ -148,7 +152,7 @@ if enabled("rgf"):
             **cluster(gpu=1 if 5 in RGF_CASES else 0, mem_mb=rgf_mem_mb(_RC["ny"], _RC["nz"], _RC["xuc"]),
                       runtime=rgf_minutes(_RC["ny"], _RC["nz"], _RC["xuc"], 10 * len(RGF_CASES), False)),
         shell:
-            "NUMBA_NUM_THREADS={threads} {SOLVER} rgf cases --out {output.csv} --fig {output.fig} "
+            "NUMBA_NUM_THREADS={threads} {params.solver} rgf cases --out {output.csv} --fig {output.fig} "
             "--cases {params.cases} --ny {_RC[ny]} --nz {_RC[nz]} --xuc {_RC[xuc]} --energy {_RC[energy]} > {log} 2>&1"
 
     rule rgf_fig2_cost:

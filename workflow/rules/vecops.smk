@@ -89,7 +89,7 @@ if enabled("vecops"):
             group:
                 "vecops_gpu"
             shell:
-                "{SOLVER} vecops bench --figure {params.fig} --device gpu --config-json {params.cfg:q} "
+                "{SOLVER_GPU} vecops bench --figure {params.fig} --device gpu --config-json {params.cfg:q} "
                 "--out {output.csv} > {log} 2>&1"
 
         rule vecops_ceilings_gpu:
@@ -108,7 +108,7 @@ if enabled("vecops"):
             group:
                 "vecops_gpu"
             shell:
-                "{SOLVER} vecops ceilings --device gpu --config-json {params.cfg:q} --out {output.csv} > {log} 2>&1"
+                "{SOLVER_GPU} vecops ceilings --device gpu --config-json {params.cfg:q} --out {output.csv} > {log} 2>&1"
 
         rule vecops_table1:
             output:
@@ -124,7 +124,7 @@ if enabled("vecops"):
             group:
                 "vecops_gpu"
             shell:
-                "{SOLVER} vecops table1 --gpu --config-json {params.cfg:q} --out {output.csv} > {log} 2>&1"
+                "{SOLVER_GPU} vecops table1 --gpu --config-json {params.cfg:q} --out {output.csv} > {log} 2>&1"
 
     else:
 
