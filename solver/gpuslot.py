@@ -59,13 +59,20 @@ def registry_dir() -> str:
 
 
 def _alive(pid: int) -> bool:
+    """Whether the process runs: a zombie (ended, not yet reaped by its parent, e.g. a scheduler
+    busy waiting on another child) holds no GPU."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:  # another user's process with this pid: alive
         return True
-    return True
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            state = f.read().rsplit(b")", 1)[1].split()[0]
+        return state not in (b"Z", b"X")
+    except (OSError, IndexError):  # no /proc (not Linux): kill's answer
+        return True
 
 
 def _entry(label: str, pid: int, exclusive: bool) -> str:

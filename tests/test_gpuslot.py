@@ -217,3 +217,19 @@ def test_rgf_workers_see_the_gpus_of_their_parent(monkeypatch):
     assert [visible_device(k) for k in range(2)] == ["2", "3"]
     with pytest.raises(ValueError, match="sees 2"):
         visible_device(2)
+
+
+def test_a_zombie_holds_no_gpu():
+    """A run that has ended but is not yet reaped (its parent busy waiting on another child) is
+    dead to the registry: otherwise the waiting runs would wait for the parent's next wait()."""
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    import time
+    for _ in range(200):  # ended, not reaped: a zombie
+        with open(f"/proc/{p.pid}/stat", "rb") as f:
+            if f.read().rsplit(b")", 1)[1].split()[0] == b"Z":
+                break
+        time.sleep(0.05)
+    assert not gpuslot._alive(p.pid)
+    assert gpuslot._alive(os.getpid())
+    p.wait()
+    assert not gpuslot._alive(p.pid)
