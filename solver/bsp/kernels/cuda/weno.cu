@@ -67,7 +67,14 @@ __device__ __forceinline__ double weno_face(double g0, double g1, double g2, dou
      F = [2 n0 (bc - ab) + (n2 - s/2)(cd - bc)] / (6 s) = [4 n0 u + (2 n2 - s) v] / (12 s),
      2 n2 - s = q0 (3 q1 - 6 q2) - n0,  u = bc - ab = 2b - a - c,  v = cd - bc = 2c - b - d.
    Every constant is a 32-bit immediate.  The faces are formed times 12 (12 h + 12 F: no 1/12 and no 12 s)
-   and the kernel multiplies their differences by inv / 12. */
+   and the kernel multiplies their differences by inv / 12.  Reciprocal multiplication: num * rcp(s) with the
+   correctly rounded reciprocal __drcp_rn (shorter than the IEEE division: no quotient correction; the host
+   build computes the same bits with 1.0 / s). */
+#if !defined(__CUDACC__) && !defined(__CUDACC_RTC__)
+/* the host build of the tests: the correctly rounded reciprocal of the device intrinsic */
+static inline double __drcp_rn(double x) { return 1.0 / x; }
+#endif
+
 __device__ __forceinline__ void weno2_parts(double a, double b, double c, double d, double eps,
                                             double& num, double& s)
 {
@@ -85,7 +92,7 @@ __device__ __forceinline__ void weno2_parts(double a, double b, double c, double
     num = fma(4.0 * n0, u, e2 * v);
 }
 
-/* 12 x the left-biased face h_{j-1/2} from g_{j-3} .. g_{j+1} (g_{j+2} is not used by it), one division:
+/* 12 x the left-biased face h_{j-1/2} from g_{j-3} .. g_{j+1} (g_{j+2} is not used by it), one reciprocal:
    12 h = 7 (g2 + g3) - (g1 + g4) = 12 g2 + 6 D0 + Dm1 - Dp1.  A right-biased face is this formula on the
    reversed stencil g_{j+2} .. g_{j-2} (F is odd in its arguments, exactly so in floating point): the
    caller reverses the load order instead of selecting the differences. */
@@ -95,11 +102,11 @@ __device__ __forceinline__ double weno2_face12(double g0, double g1, double g2, 
     double Dm2 = g1 - g0, Dm1 = g2 - g1, D0 = g3 - g2, Dp1 = g4 - g3;
     double num, s;
     weno2_parts(Dm2, Dm1, D0, Dp1, eps, num, s);
-    return fma(12.0, g2, fma(6.0, D0, Dm1 - Dp1)) + num / s;
+    return fma(12.0, g2, fma(6.0, D0, Dm1 - Dp1)) + num * __drcp_rn(s);
 }
 
 /* 12 x the phi face m-1/2 of the Lax-Friedrichs pair, h+ (left-biased, on .x) + h- (right-biased, on .y),
-   from the angles m-3 .. m+2, with ONE division: 12 (F+ - F-) = (num+ s- - num- s+) / (s+ s-).
+   from the angles m-3 .. m+2, with ONE reciprocal: 12 (F+ - F-) = (num+ s- - num- s+) / (s+ s-).
    Range: s+ s- ~ (50 D^2)^8 stays finite for differences D of g below ~1e17 (fast: ~1e38); the launcher
    takes this kernel only for eps >= 1e-30 (s+ s- >= 100 eps^8 > 0). */
 __device__ __forceinline__ double weno2_phi_pair12(double2 v0, double2 v1, double2 v2, double2 v3,
@@ -111,7 +118,7 @@ __device__ __forceinline__ double weno2_phi_pair12(double2 v0, double2 v1, doubl
     weno2_parts(Am2, Am1, A0, Ap1, eps, nump, sp);
     weno2_parts(Bp2, Bp1, B0, Bm1, eps, numm, sm);
     double h12 = fma(12.0, v2.x + v2.y, fma(6.0, A0 + B0, (Am1 - Ap1) + (Bm1 - Bp1)));
-    return h12 + fma(nump, sm, -(numm * sp)) / (sp * sm);
+    return h12 + fma(nump, sm, -(numm * sp)) * __drcp_rn(sp * sm);
 }
 #endif
 #else
