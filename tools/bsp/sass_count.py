@@ -8,6 +8,7 @@ FP64 = D* arithmetic / compare and MUFU.*64*; uniform = U* (moves of constants a
 shared = LDS/STS; spill = LDL/STL.  The division's slow path (a CALL out of the loop) is not counted.
 
     python tools/bsp/sass_count.py [--nphi 48] [--rows 16] [--variants fast fast2]
+    WENO_CU=/path/to/prototype.cu python tools/bsp/sass_count.py ...   (count another copy of weno.cu)
 """
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-SRC = os.path.join(ROOT, "solver", "bsp", "kernels", "cuda", "weno.cu")
+SRC = os.environ.get("WENO_CU", os.path.join(ROOT, "solver", "bsp", "kernels", "cuda", "weno.cu"))
 LINE = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(.*?);")
 LOOPS = ("load", "w faces", "phi faces", "RK update", "PhiHat sum")
 
