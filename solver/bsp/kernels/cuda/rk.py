@@ -11,7 +11,7 @@ halo rows, forms both terms in shared memory and applies the same update, so tha
 per stage for w, phi and RK (and the two terms are never written); its result equals WENO_w +
 WENO_phi + ``rk_update`` bit for bit.  Both run only with ``numerics.bte_kernels: fast`` or ``fast2``
 (solver.bsp.kernels.FAST_ONLY); with ``fast2`` bsp_wphi_rk is built with -DBSP_WENO_FAST2=1 (the w and phi
-faces in fewer FP64 operations, one division per phi face pair: within 1e-12 of the reference, not bit-equal
+faces in fewer FP64 operations, one reciprocal per phi face pair: within 1e-12 of the reference, not bit-equal
 to the separate kernels; docs/performance-bte-kernels.md §12).  Only float64 is computed; other dtypes are converted and the
 result cast back.
 """
@@ -94,7 +94,8 @@ FAST2_MIN_EPS = 1e-30  # fast2's phi pair divides by s+ s- >= 100 eps^8: below t
 
 def wphi_defines(model, NPHI, rows):
     """The -D defines of bsp_wphi_rk: the fast build, and with ``numerics.bte_kernels: fast2`` (and WENO eps
-    >= FAST2_MIN_EPS) the fast2 faces (weno.cu: one division per phi face pair, fewer FP64 operations)."""
+    >= FAST2_MIN_EPS) the fast2 faces (weno.cu: one reciprocal per phi face pair, fewer FP64 operations) and
+    the block size as a constant."""
     d = {"BSP_WENO_FAST": 1, "NPHI_": NPHI, "LROWS": rows}
     if bte_variant(model) == "fast2" and _weno._eps(model) >= FAST2_MIN_EPS:
         d.update(BSP_WENO_FAST2=1, WPHI_BLOCK=BLOCK)

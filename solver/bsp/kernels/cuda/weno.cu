@@ -8,6 +8,10 @@
        common denominator q0 q1 q2); within a few ulps of the exact form.  Because the FMAs are
        explicit and nothing else is contracted, a host build (g++ -ffp-contract=off, correctly
        rounded fma) computes the same bits as the device.
+   fast2 (-DBSP_WENO_FAST=1 -DBSP_WENO_FAST2=1, bsp_wphi_rk only): the same weights, eps and smoothness
+       indicators in fewer FP64 operations (weno2_*: indicators as quadratic forms, faces times 12, one
+       correctly rounded reciprocal per w face and per phi face pair); within 1e-12 of the array code, the
+       host build computes the device's bits (docs/performance-bte-kernels.md §12).
    The fast build with -DNPHI_=<NPHI> -DLINES=<lines per block> adds bsp_weno_dphi_tile, the
    coalesced phi kernel; with -DNPHI_=<NPHI> -DLROWS=<energy rows per block> bsp_wphi_rk, the w and
    phi terms fused with the RK update and DENS (launched by rk.py). */
