@@ -25,6 +25,9 @@ and DENS) exists in the cupy table (agrees with the reference to 1e-12) and the 
 formed by bte.rhs + bte.rk3_combine and DENS as before.  ``RK_wphi`` (cupy and numba, also
 ``numerics.bte_kernels: fast``) is RK with the WENO w and phi terms formed in the same kernel
 (reference bte.stage_update); where it exists bte.advance uses it instead of WENO_w + WENO_phi + RK.
+``numerics.bte_kernels: fast2`` is ``fast`` everywhere except the cupy RK_wphi kernel, which it builds with
+fewer FP64 operations per face (``bte_fast`` is true for both; run.json says ``fast2 (as fast)`` where it
+runs fast's kernel).
 
 One variant is array code and so runs on every backend: ``numerics.linsys: batched_cr``
 (solver/bsp/blocktri_batched.py, block cyclic reduction over batched LU / GEMM).  Set explicitly,
