@@ -188,6 +188,9 @@ def test_implementations_numba():
     assert exact["WENO_w"] == "solver.bsp.kernels.numba.weno.weno_w"  # no RK fast path: the WENO kernels apart
     assert exact["RK"] == "solver.bsp.bte.rk3_combine"
     assert impl["RK_wphi"] == "solver.bsp.kernels.numba.rk.stage_update [numerics.bte_kernels=fast]"  # w + phi + RK
+    fast2 = kernels.implementations(model("numerics.bte_kernels=fast2"), be)  # numba runs fast for fast2
+    assert fast2["RK_wphi"] == "solver.bsp.kernels.numba.rk.stage_update [numerics.bte_kernels=fast2 (as fast)]"
+    assert fast2["WENO_x"] == impl["WENO_x"] and fast2["WENO_w"] == "inside RK_wphi"
     assert kernels.implementations(model("numerics.kernels=array"), be) == kernels.REFERENCE
 
 
@@ -226,6 +229,11 @@ def test_implementations_cupy_behind_a_stand_in(emulated_cuda, monkeypatch):
     assert exact["WENO_phi"] == "solver.bsp.kernels.cuda.weno.weno_phi [numerics.bte_kernels=exact]"
     assert exact["RK"] == "solver.bsp.bte.rk3_combine"  # no RK fast path: rhs + rk3_combine, DENS as array code
     assert exact["RK_wphi"] == "solver.bsp.bte.stage_update"
+    fast2 = kernels.implementations(model("numerics.bte_kernels=fast2"), be)  # only the fused stage differs
+    assert fast2["RK_wphi"] == "solver.bsp.kernels.cuda.rk.stage_update [numerics.bte_kernels=fast2]"
+    assert fast2["WENO_x"] == "solver.bsp.kernels.cuda.weno.weno_x [numerics.bte_kernels=fast2 (as fast)]"
+    assert fast2["RK"] == fast2["WENO_w"] == fast2["WENO_phi"] == "inside RK_wphi"
+    assert fast2["overlap"].endswith("[numerics.bte_kernels=fast2 (as fast)]")
 
 
 def test_rk_fast_path_only_with_fast_bte_kernels(emulated_cuda, monkeypatch):
@@ -239,6 +247,9 @@ def test_rk_fast_path_only_with_fast_bte_kernels(emulated_cuda, monkeypatch):
     assert kernels.lookup(model("numerics.bte_kernels=exact"), be, "overlap") is None
     assert kernels.lookup(model("numerics.bte_kernels=exact"), be, "WENO_x") is emulated_cuda.weno.weno_x
     assert kernels.lookup(model("numerics.kernels=array"), be, "RK") is None
+    for name, fn in (("RK", emulated_cuda.rk.rk_update), ("RK_wphi", emulated_cuda.rk.stage_update),
+                     ("overlap", emulated_cuda.scattering.overlap)):  # fast2: the fast paths of fast
+        assert kernels.lookup(model("numerics.bte_kernels=fast2"), be, name) is fn
 
 
 def test_run_records_the_implementations(tmp_path):
@@ -387,9 +398,9 @@ def test_gpu_run_auto_vs_array(cupy_backend, mesh, steps):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("variant", ["fast", "exact"])
+@pytest.mark.parametrize("variant", ["fast", "exact", "fast2"])
 def test_gpu_run_bitwise_reproducible_and_close_to_numpy(cupy_backend, variant):
-    """Two GPU runs with every fast path (numerics.bte_kernels fast / exact) are bitwise identical
+    """Two GPU runs with every fast path (numerics.bte_kernels fast / exact / fast2) are bitwise identical
     (no order-varying reductions) and stay within 1e-10 of the NumPy array run after 10 steps."""
     from solver.bsp.simulation import Simulation
     base = ["mesh.N_sbn=3", "mesh.NX=17", "mesh.NZ=17", "mesh.NW=40", "mesh.NPHI=12", "output.progress=false",

@@ -143,6 +143,83 @@ def test_emulated_stage_update_matches_reference(emulated_cuda, bte_cases, rng, 
     assert all("--fmad=false" in o and "-DBSP_WENO_FAST=1" in o for o in opts if any("LROWS" in x for x in o))
 
 
+FAST2 = ("numerics.bte_kernels=fast2",)
+
+
+@pytest.mark.parametrize("mesh, shared, scat", [(dict(NX=9, NS=2, NW=13, NPHI=8), None, True),  # one chunk per plane
+                                                (dict(NX=9, NS=1, NW=11, NPHI=6), 8 * 7 * 6 + 4 * 6 + 4 * 8 * (7 + 12 + 24), False),
+                                                (dict(NX=9, NS=1, NW=30, NPHI=48), None, True),  # 15 + 15 rows
+                                                (dict(NX=9, NS=1, NW=9, NPHI=4), None, True)])
+def test_emulated_stage_update_fast2_matches_reference(emulated_cuda, bte_cases, rng, monkeypatch, mesh, shared, scat):
+    """numerics.bte_kernels: fast2 (bsp_wphi_rk built with -DBSP_WENO_FAST2=1: the w and phi faces in fewer
+    FP64 operations, one division per phi face pair, faces times 12): within 1e-12 of the NumPy reference
+    bte.stage_update per stage, and so are the w + phi terms alone (the increment Phi^1 - Phi with tx = 0 and
+    no scattering); other rounding than fast (not bit-equal to it); two calls bitwise equal."""
+    rk = emulated_cuda.rk
+    if shared is not None:  # 4 rows per block: chunks 4 + 4 + 3
+        monkeypatch.setattr(rk, "SHARED", shared)
+        assert rk.rows_per_block(mesh["NW"], mesh["NPHI"]) == 4
+    m = bte_cases.model(kernels_mode="array", extra=FAST2, **mesh)
+    m1 = bte_cases.model(kernels_mode="array", **mesh)  # fast
+    d, P0, P, G, Lc, terms = _parts(bte_cases, m, rng)
+    tx = terms[0]
+    if not scat:
+        G = Lc = None
+    dt = 0.3 * m.dt_max(d["A"])
+    differs = False
+    for s in range(3):
+        ref = bte.stage_update(m, NP_BE, s, P0, P, G, Lc, tx, d["deps"], d["A"], dt)
+        got = rk.stage_update(m, NP_BE, s, P0, P, G, Lc, tx, d["deps"], d["A"], dt)
+        again = rk.stage_update(m, NP_BE, s, P0, P, G, Lc, tx, d["deps"], d["A"], dt)
+        fast = rk.stage_update(m1, NP_BE, s, P0, P, G, Lc, tx, d["deps"], d["A"], dt)
+        for name, a, b, c, f in zip(("Phi", "rho", "PhiHat"), got, ref, again, fast):
+            assert a.shape == b.shape and a.dtype == b.dtype
+            assert bte_cases.rel(a, b) <= TOL, (s, name, bte_cases.rel(a, b))
+            assert np.array_equal(a, c), (s, name)
+            differs |= not np.array_equal(a, f)
+    assert differs  # the fast2 faces ran (their rounding differs from fast's somewhere)
+    zero = np.zeros_like(P)
+    ref = bte.stage_update(m, NP_BE, 0, P0, P, None, None, zero, d["deps"], d["A"], dt)[0] - P
+    got = rk.stage_update(m, NP_BE, 0, P0, P, None, None, zero, d["deps"], d["A"], dt)[0] - P
+    assert bte_cases.rel(got, ref) <= TOL, bte_cases.rel(got, ref)
+    opts = [o for code, o in emulated_cuda.cupy.compiled if "bsp_wphi_rk" in code and "-DBSP_WENO_FAST2=1" in o]
+    assert opts and all("--fmad=false" in o and "-DBSP_WENO_FAST=1" in o and "-DWPHI_BLOCK=256" in o for o in opts)
+
+
+@pytest.mark.parametrize("scale", [1e-9, 1e9])
+def test_emulated_stage_update_fast2_scaled(emulated_cuda, bte_cases, rng, scale):
+    """fast2's one division per phi face pair (s+ s- ~ IS^8): Phi scaled by 1e-9 (eps dominates the
+    smoothness indicators) and 1e+9 (differences of g ~1e9: s+ s- ~ 1e150) stays within 1e-12 of NumPy."""
+    mesh = dict(NX=9, NS=1, NW=20, NPHI=16)
+    m = bte_cases.model(kernels_mode="array", extra=FAST2, **mesh)
+    d, P0, P, G, Lc, terms = _parts(bte_cases, m, rng)
+    P, P0 = P * scale, P0 * scale
+    dt = 0.3 * m.dt_max(d["A"])
+    zero = np.zeros_like(P)
+    for s in range(2):
+        ref = bte.stage_update(m, NP_BE, s, P0, P, None, None, zero, d["deps"], d["A"], dt)
+        got = emulated_cuda.rk.stage_update(m, NP_BE, s, P0, P, None, None, zero, d["deps"], d["A"], dt)
+        assert np.isfinite(got[0]).all()
+        for name, a, b in zip(("Phi", "rho", "PhiHat"), got, ref):
+            assert bte_cases.rel(a, b) <= TOL, (scale, s, name, bte_cases.rel(a, b))
+        inc = bte_cases.rel(got[0] - P, ref[0] - P)
+        assert inc <= TOL, (scale, s, inc)
+
+
+def test_wphi_defines(emulated_cuda, bte_cases):
+    """The build of bsp_wphi_rk per numerics.bte_kernels: fast = -DBSP_WENO_FAST=1 (unchanged); fast2 adds
+    -DBSP_WENO_FAST2=1 and the block size; fast2 with a WENO eps below FAST2_MIN_EPS (s+ s- could underflow)
+    falls back to fast's faces."""
+    rk = emulated_cuda.rk
+    mesh = dict(NX=9, NS=1, NW=20, NPHI=16)
+    base = {"BSP_WENO_FAST": 1, "NPHI_": 16, "LROWS": 20}
+    assert rk.wphi_defines(bte_cases.model(**mesh), 16, 20) == base
+    assert rk.wphi_defines(bte_cases.model(extra=FAST2, **mesh), 16, 20) == dict(base, BSP_WENO_FAST2=1, WPHI_BLOCK=256)
+    assert rk.BLOCK == 256  # __launch_bounds__(256, 6) of bsp_wphi_rk
+    tiny = bte_cases.model(extra=FAST2 + ("numerics.weno_eps=1.0e-31",), **mesh)
+    assert rk.wphi_defines(tiny, 16, 20) == base
+
+
 def test_rows_per_block(emulated_cuda):
     """Energy rows of bsp_wphi_rk: the most that fit SHARED (36 KB) of shared memory, spread evenly
     over the chunks of a plane; 0 (the separate kernels) where not one row fits or NPHI < 3."""
@@ -231,6 +308,40 @@ def test_gpu_stage_update_matches_numpy_and_host_build(cupy_backend, emulated_cu
             print(f"RK_wphi {mesh} s={s} {name}: max rel diff {r:.3e}")
             assert r <= TOL, (s, name, r)
             assert np.array_equal(a, c) and np.array_equal(a, e) and np.array_equal(a, h), (s, name)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("mesh", [dict(NX=9, NS=2, NW=60, NPHI=48), dict(NX=9, NS=1, NW=40, NPHI=96),
+                                  dict(NX=9, NS=1, NW=30, NPHI=24)])
+def test_gpu_stage_update_fast2_matches_numpy_and_host_build(cupy_backend, emulated_cuda, bte_cases, rng, mesh):
+    """numerics.bte_kernels: fast2 on the device: within 1e-12 of bte.stage_update on NumPy (and so are the
+    w + phi terms alone), two calls bitwise equal, the same bits as the host build (FMAs written out,
+    --fmad=false, IEEE division)."""
+    from solver.bsp.kernels.cuda import rk
+    cp = cupy_backend.xp
+    ma = bte_cases.model(kernels_mode="auto", extra=FAST2, **mesh)
+    mr = bte_cases.model(kernels_mode="array", extra=FAST2, **mesh)
+    assert kernels.lookup(ma, cupy_backend, "RK_wphi") is rk.stage_update
+    d, P0, P, G, Lc, terms = _parts(bte_cases, mr, rng)
+    dt = 0.3 * mr.dt_max(d["A"])
+    tx = terms[0]
+    P0g, Pg, Gg, Lcg, txg, dg = _dev(cp, (P0, P, G, Lc, tx, d["deps"]))
+    for s in range(3):
+        ref = bte.stage_update(mr, NP_BE, s, P0, P, G, Lc, tx, d["deps"], d["A"], dt)
+        got = [cp.asnumpy(x) for x in rk.stage_update(ma, cupy_backend, s, P0g, Pg, Gg, Lcg, txg, dg, d["A"], dt)]
+        again = [cp.asnumpy(x) for x in rk.stage_update(ma, cupy_backend, s, P0g, Pg, Gg, Lcg, txg, dg, d["A"], dt)]
+        host = emulated_cuda.rk.stage_update(ma, NP_BE, s, P0, P, G, Lc, tx, d["deps"], d["A"], dt)
+        for name, a, b, c, h in zip(("Phi", "rho", "PhiHat"), got, ref, again, host):
+            r = bte_cases.rel(a, b)
+            print(f"RK_wphi fast2 {mesh} s={s} {name}: max rel diff {r:.3e}")
+            assert r <= TOL, (s, name, r)
+            assert np.array_equal(a, c) and np.array_equal(a, h), (s, name, bte_cases.rel(a, h))
+    zero = np.zeros_like(P)
+    ref = bte.stage_update(mr, NP_BE, 0, P0, P, None, None, zero, d["deps"], d["A"], dt)[0] - P
+    got = cp.asnumpy(rk.stage_update(ma, cupy_backend, 0, P0g, Pg, None, None, cp.asarray(zero), dg, d["A"], dt)[0]) - P
+    r = bte_cases.rel(got, ref)
+    print(f"RK_wphi fast2 {mesh} w + phi terms: max rel diff {r:.3e}")
+    assert r <= TOL, r
 
 
 @pytest.mark.gpu

@@ -25,6 +25,9 @@ and DENS) exists in the cupy table (agrees with the reference to 1e-12) and the 
 formed by bte.rhs + bte.rk3_combine and DENS as before.  ``RK_wphi`` (cupy and numba, also
 ``numerics.bte_kernels: fast``) is RK with the WENO w and phi terms formed in the same kernel
 (reference bte.stage_update); where it exists bte.advance uses it instead of WENO_w + WENO_phi + RK.
+``numerics.bte_kernels: fast2`` is ``fast`` everywhere except the cupy RK_wphi kernel, which it builds with
+fewer FP64 operations per face (``bte_fast`` is true for both; run.json says ``fast2 (as fast)`` where it
+runs fast's kernel).
 
 One variant is array code and so runs on every backend: ``numerics.linsys: batched_cr``
 (solver/bsp/blocktri_batched.py, block cyclic reduction over batched LU / GEMM).  Set explicitly,
@@ -59,7 +62,7 @@ REFERENCE = {
     "newton_iteration": "solver.bsp.poisson.newton_iteration",
 }
 PHASES = tuple(REFERENCE)
-FAST_ONLY = frozenset({"RK", "RK_wphi", "overlap"})  # fast paths that run only with numerics.bte_kernels: fast
+FAST_ONLY = frozenset({"RK", "RK_wphi", "overlap"})  # fast paths that run only with numerics.bte_kernels: fast (or fast2)
 BTE_VARIANT_PHASES = ("WENO_x", "WENO_w", "WENO_phi", "RK", "RK_wphi")  # cupy kernels chosen by numerics.bte_kernels
 
 
@@ -106,7 +109,7 @@ def lookup(model, backend, name: str):
         raise KeyError(f"no BSP phase {name!r} (phases: {', '.join(PHASES)})")
     if mode(model) == "array":
         return None
-    if name in FAST_ONLY and bte_variant(model) != "fast":
+    if name in FAST_ONLY and not bte_fast(model):
         return None
     if name == "newton_iteration" and not iter_graph(model, backend):
         return None
@@ -173,17 +176,32 @@ def ipim_variant(model) -> str:
 
 
 def bte_variant(model) -> str:
-    """The cupy BTE kernels that run (numerics.bte_kernels: fast | exact)."""
+    """The cupy BTE kernels that run (numerics.bte_kernels: fast | fast2 | exact)."""
     return _numerics(model, "bte_kernels", "fast")
+
+
+def bte_fast(model) -> bool:
+    """numerics.bte_kernels is fast or fast2: the fast paths of FAST_ONLY run and the WENO kernels are the
+    fast build.  fast2 differs from fast only in the cupy fused stage kernel (RK_wphi: the w and phi faces
+    with fewer FP64 operations, docs/performance-bte-kernels.md section 12); everywhere else, and on every
+    other backend, fast2 runs what fast runs."""
+    return bte_variant(model) in ("fast", "fast2")
+
+
+def _bte_label(model, backend, name: str) -> str:
+    v = bte_variant(model)
+    if v == "fast2" and not (backend.name == "cupy" and name == "RK_wphi"):
+        return "numerics.bte_kernels=fast2 (as fast)"
+    return f"numerics.bte_kernels={v}"
 
 
 def _variant(model, backend, name: str) -> str | None:
     if name in FAST_ONLY:  # gated by bte_kernels on every backend that has it
-        return f"numerics.bte_kernels={bte_variant(model)}"
+        return _bte_label(model, backend, name)
     if backend.name != "cupy":  # the variant keys choose among the CUDA kernels, except batched_cr
         return "numerics.linsys=batched_cr" if _array_variant(model, name) is not None else None
     if name in BTE_VARIANT_PHASES:
-        return f"numerics.bte_kernels={bte_variant(model)}"
+        return _bte_label(model, backend, name)
     if name in ("construct_linsys", "solve_linsys"):
         v = linsys_variant(model)
         if v == "batched_cr" and name == "solve_linsys":

@@ -9,8 +9,10 @@ bsp_rho sums PhiHat over the energies.
 and phi terms: bsp_wphi_rk of weno.cu reads a chunk of energy rows of one (i, nu, p) plane with 3
 halo rows, forms both terms in shared memory and applies the same update, so that Phi is read once
 per stage for w, phi and RK (and the two terms are never written); its result equals WENO_w +
-WENO_phi + ``rk_update`` bit for bit.  Both run only with ``numerics.bte_kernels: fast``
-(solver.bsp.kernels.FAST_ONLY).  Only float64 is computed; other dtypes are converted and the
+WENO_phi + ``rk_update`` bit for bit.  Both run only with ``numerics.bte_kernels: fast`` or ``fast2``
+(solver.bsp.kernels.FAST_ONLY); with ``fast2`` bsp_wphi_rk is built with -DBSP_WENO_FAST2=1 (the w and phi
+faces in fewer FP64 operations, one reciprocal per phi face pair: within 1e-12 of the reference, not bit-equal
+to the separate kernels; docs/performance-bte-kernels.md §12).  Only float64 is computed; other dtypes are converted and the
 result cast back.
 """
 from __future__ import annotations
@@ -21,7 +23,7 @@ import cupy as cp
 
 from solver.bsp import bte as _bte
 from solver.bsp import weno as _weno
-from solver.bsp.kernels import f64
+from solver.bsp.kernels import bte_variant, f64
 from solver.bsp.kernels.cuda import _build, weno
 
 SOURCE = "rk.cu"
@@ -87,6 +89,19 @@ def rows_per_block(NW, NPHI):
     return -(-NW // nchunk)
 
 
+FAST2_MIN_EPS = 1e-30  # fast2's phi pair divides by s+ s- >= 100 eps^8: below this eps, fast's faces
+
+
+def wphi_defines(model, NPHI, rows):
+    """The -D defines of bsp_wphi_rk: the fast build, and with ``numerics.bte_kernels: fast2`` (and WENO eps
+    >= FAST2_MIN_EPS) the fast2 faces (weno.cu: one reciprocal per phi face pair, fewer FP64 operations) and
+    the block size as a constant."""
+    d = {"BSP_WENO_FAST": 1, "NPHI_": NPHI, "LROWS": rows}
+    if bte_variant(model) == "fast2" and _weno._eps(model) >= FAST2_MIN_EPS:
+        d.update(BSP_WENO_FAST2=1, WPHI_BLOCK=BLOCK)
+    return d
+
+
 def stage_update(model, backend, s, Phi0, Phi, G, Lc, tx, deps_dx, A_eps, dt):
     """bte.stage_update: (Phi^{s+1}, rho, PhiHat) of RK stage s with the WENO w and phi terms of
     Phi formed in the same kernel (H = G - Lc Phi - (tx + w + phi terms))."""
@@ -118,7 +133,7 @@ def stage_into(model, backend, s, P0, P, Gc, Lcc, tx, deps, out, rho, PhiHat, al
     a1 = f64(cp, model.on(backend, "a1"))
     a3f = f64(cp, model.on(backend, "a3_factor"))
     nchunk = -(-NW // rows)
-    fn = _build.function(weno.SOURCE, "bsp_wphi_rk", weno.OPTIONS, {"BSP_WENO_FAST": 1, "NPHI_": NPHI, "LROWS": rows})
+    fn = _build.function(weno.SOURCE, "bsp_wphi_rk", weno.OPTIONS, wphi_defines(model, NPHI, rows))
     _build.launch(fn, NX * NV * NS * nchunk * BLOCK, BLOCK,
                   (P, dummy if P0 is None else P0, Gc if scat else dummy, Lcc if scat else dummy, tx, a1, a3f, deps,
                    out, PhiHat, np.int32(NS), np.int32(NW), np.int32(nchunk), np.int32(1 if scat else 0),

@@ -8,6 +8,10 @@
        common denominator q0 q1 q2); within a few ulps of the exact form.  Because the FMAs are
        explicit and nothing else is contracted, a host build (g++ -ffp-contract=off, correctly
        rounded fma) computes the same bits as the device.
+   fast2 (-DBSP_WENO_FAST=1 -DBSP_WENO_FAST2=1, bsp_wphi_rk only): the same weights, eps and smoothness
+       indicators in fewer FP64 operations (weno2_*: indicators as quadratic forms, faces times 12, one
+       correctly rounded reciprocal per w face and per phi face pair); within 1e-12 of the array code, the
+       host build computes the device's bits (docs/performance-bte-kernels.md §12).
    The fast build with -DNPHI_=<NPHI> -DLINES=<lines per block> adds bsp_weno_dphi_tile, the
    coalesced phi kernel; with -DNPHI_=<NPHI> -DLROWS=<energy rows per block> bsp_wphi_rk, the w and
    phi terms fused with the RK update and DENS (launched by rk.py). */
@@ -54,6 +58,73 @@ __device__ __forceinline__ double weno_face(double g0, double g1, double g2, dou
     double corr = weno_corr(a, b, D0, d, eps);
     return left ? h + corr : h - corr;
 }
+#if BSP_WENO_FAST2
+/* numerics.bte_kernels: fast2 (docs/performance-bte-kernels.md §12), used by bsp_wphi_rk only: the same
+   WENO-5 weights d = (1, 6, 3)/10, the same eps and smoothness indicators, fewer FP64 operations (other
+   rounding; within 1e-12 of the array code per stage, not bit-equal to fast).
+   weno2_parts: numerator and denominator of 12 F(a, b, c, d) = num / s, with
+     IS_0 = 13 (a-b)^2 + 3 (a-3b)^2 = 16 a^2 - 44 ab + 40 b^2,
+     IS_1 = 13 (b-c)^2 + 3 (b+c)^2  = 16 b^2 - 20 bc + 16 c^2,
+     IS_2 = 13 (c-d)^2 + 3 (3c-d)^2 = 40 c^2 - 44 cd + 16 d^2   (+ eps each, as the array code;
+   positive definite forms: no cancellation beyond a few ulps), q_k = IS_k^2, the weights scaled by 10
+   (n0 = q1 q2, n1 = 6 q0 q2, n2 = 3 q0 q1, s = n0 + n1 + n2 = n0 + q0 (6 q2 + 3 q1)):
+     F = [2 n0 (bc - ab) + (n2 - s/2)(cd - bc)] / (6 s) = [4 n0 u + (2 n2 - s) v] / (12 s),
+     2 n2 - s = q0 (3 q1 - 6 q2) - n0,  u = bc - ab = 2b - a - c,  v = cd - bc = 2c - b - d.
+   Every constant is a 32-bit immediate.  The faces are formed times 12 (12 h + 12 F: no 1/12 and no 12 s)
+   and the kernel multiplies their differences by inv / 12.  Reciprocal multiplication: num * rcp(s) with the
+   correctly rounded reciprocal __drcp_rn (shorter than the IEEE division: no quotient correction; the host
+   build computes the same bits with 1.0 / s). */
+#if !defined(__CUDACC__) && !defined(__CUDACC_RTC__)
+/* the host build of the tests: the correctly rounded reciprocal of the device intrinsic */
+static inline double __drcp_rn(double x) { return 1.0 / x; }
+#endif
+
+__device__ __forceinline__ void weno2_parts(double a, double b, double c, double d, double eps,
+                                            double& num, double& s)
+{
+    double b2 = b * b, c2 = c * c;
+    double is0 = fma(a, fma(16.0, a, -44.0 * b), fma(40.0, b2, eps));
+    double is1 = fma(-20.0 * b, c, fma(16.0, b2 + c2, eps));
+    double is2 = fma(d, fma(16.0, d, -44.0 * c), fma(40.0, c2, eps));
+    double q0 = is0 * is0, q1 = is1 * is1, q2 = is2 * is2;
+    double n0 = q1 * q2;
+    double t = 3.0 * q1;
+    s = fma(q0, fma(6.0, q2, t), n0);
+    double e2 = fma(q0, fma(-6.0, q2, t), -n0);
+    double u = fma(2.0, b, -(a + c));
+    double v = fma(2.0, c, -(b + d));
+    num = fma(4.0 * n0, u, e2 * v);
+}
+
+/* 12 x the left-biased face h_{j-1/2} from g_{j-3} .. g_{j+1} (g_{j+2} is not used by it), one reciprocal:
+   12 h = 7 (g2 + g3) - (g1 + g4) = 12 g2 + 6 D0 + Dm1 - Dp1.  A right-biased face is this formula on the
+   reversed stencil g_{j+2} .. g_{j-2} (F is odd in its arguments, exactly so in floating point): the
+   caller reverses the load order instead of selecting the differences. */
+__device__ __forceinline__ double weno2_face12(double g0, double g1, double g2, double g3, double g4,
+                                               double eps)
+{
+    double Dm2 = g1 - g0, Dm1 = g2 - g1, D0 = g3 - g2, Dp1 = g4 - g3;
+    double num, s;
+    weno2_parts(Dm2, Dm1, D0, Dp1, eps, num, s);
+    return fma(12.0, g2, fma(6.0, D0, Dm1 - Dp1)) + num * __drcp_rn(s);
+}
+
+/* 12 x the phi face m-1/2 of the Lax-Friedrichs pair, h+ (left-biased, on .x) + h- (right-biased, on .y),
+   from the angles m-3 .. m+2, with ONE reciprocal: 12 (F+ - F-) = (num+ s- - num- s+) / (s+ s-).
+   Range: s+ s- ~ (50 D^2)^8 stays finite for differences D of g below ~1e17 (fast: ~1e38); the launcher
+   takes this kernel only for eps >= 1e-30 (s+ s- >= 100 eps^8 > 0). */
+__device__ __forceinline__ double weno2_phi_pair12(double2 v0, double2 v1, double2 v2, double2 v3,
+                                                   double2 v4, double2 v5, double eps)
+{
+    double Am2 = v1.x - v0.x, Am1 = v2.x - v1.x, A0 = v3.x - v2.x, Ap1 = v4.x - v3.x;
+    double Bm1 = v2.y - v1.y, B0 = v3.y - v2.y, Bp1 = v4.y - v3.y, Bp2 = v5.y - v4.y;
+    double nump, sp, numm, sm;
+    weno2_parts(Am2, Am1, A0, Ap1, eps, nump, sp);
+    weno2_parts(Bp2, Bp1, B0, Bm1, eps, numm, sm);
+    double h12 = fma(12.0, v2.x + v2.y, fma(6.0, A0 + B0, (Am1 - Ap1) + (Bm1 - Bp1)));
+    return h12 + fma(nump, sm, -(numm * sp)) * __drcp_rn(sp * sm);
+}
+#endif
 #else
 /* F(a, b, c, d) of weno._correction, in its order of operations. */
 __device__ __forceinline__ double weno_corr(double a, double b, double c, double d, double eps)
@@ -367,6 +438,18 @@ __global__ void bsp_weno_dphi_tile(const double* Phi, const double* a3f, const d
    scal[1] instead of the arguments. */
 #define ROWP (NPHI_ | 1)
 #define ROWG (NPHI_ + 6)
+#if BSP_WENO_FAST2 && defined(WPHI_BLOCK)
+#define NT WPHI_BLOCK  /* the launcher's block size (rk.BLOCK) as a constant: the loops' stride in no register */
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+#define NOUNROLL _Pragma("unroll 1")  /* no unrolled copies of the loops (registers, spills) */
+#endif
+#endif
+#ifndef NT
+#define NT blockDim.x
+#endif
+#ifndef NOUNROLL
+#define NOUNROLL
+#endif
 __global__ void __launch_bounds__(256, 6)
 bsp_wphi_rk(const double* Phi, const double* Phi0, const double* G, const double* Lc,
             const double* tx, const double* a1, const double* a3f, const double* deps,
@@ -395,7 +478,15 @@ bsp_wphi_rk(const double* Phi, const double* Phi0, const double* G, const double
     const double* Pl = Phi + (long long)ipv * NW * NPHI_;
     const double* a1n = a1 + (long long)nu * NW * NPHI_;
     const double* a3n = a3f + ((long long)nu * NW + l0) * NPHI_;
-    for (int m = threadIdx.x; m < NPHI_; m += blockDim.x) lw[m] = (a1n[m] * md) > 0.0;
+#if BSP_WENO_FAST2
+    /* the faces are formed times 12 (weno2_face12, weno2_phi_pair12); lw[m] = the stride of column m's
+       stencil in gw: +NPHI_ left-biased, -NPHI_ right-biased (read from its top row down) */
+    inv_w *= 1.0 / 12.0;
+    inv_phi *= 1.0 / 12.0;
+    for (int m = threadIdx.x; m < NPHI_; m += NT) lw[m] = (a1n[m] * md) > 0.0 ? NPHI_ : -NPHI_;
+#else
+    for (int m = threadIdx.x; m < NPHI_; m += NT) lw[m] = (a1n[m] * md) > 0.0;
+#endif
     int ng = (nr + 6) * NPHI_;
     int o0 = (l0 - 3) * NPHI_;  /* plane offset of row l0 - 3 */
     int top = NW * NPHI_;
@@ -403,7 +494,7 @@ bsp_wphi_rk(const double* Phi, const double* Phi0, const double* G, const double
     const double* Po = Pl + o0;              /* Po[t], a1o[t]: node t of rows l0-3 .. (in the plane) */
     const double* a1o = a1n + o0;
     const double* a3o = a3n - 3 * NPHI_;     /* a3o[t]: the chunk's rows */
-    for (int t = threadIdx.x; t < ng; t += blockDim.x) {
+    NOUNROLL for (int t = threadIdx.x; t < ng; t += NT) {
         int o = o0 + t;
         double g;
         if (o < 0) {  /* ghost row -k-1 <- row j = -k-1 at the partner angle (l0 = 0 only) */
@@ -436,21 +527,32 @@ bsp_wphi_rk(const double* Phi, const double* Phi0, const double* G, const double
     }
     __syncthreads();
     int nf = nn + NPHI_;
-    for (int t = threadIdx.x; t < nf; t += blockDim.x) {
+    NOUNROLL for (int t = threadIdx.x; t < nf; t += NT) {
         int f = t / NPHI_;
         int m = t - f * NPHI_;
         const double* g = gw + t;  /* rows f .. f+5 of column m: g_{l-3} .. g_{l+2}, l = l0 + f */
+#if BSP_WENO_FAST2
+        /* left-biased: g_{l-3} .. g_{l+1}; right-biased: the reversed stencil g_{l+2} .. g_{l-2} */
+        int st = lw[m];  /* +-NPHI_ */
+        const double* gs = st > 0 ? g : g + 5 * NPHI_;
+        double h = weno2_face12(gs[0], gs[st], gs[2 * st], gs[3 * st], gs[4 * st], eps);
+#else
         double h = weno_face(g[0], g[NPHI_], g[2 * NPHI_], g[3 * NPHI_], g[4 * NPHI_], g[5 * NPHI_], lw[m], eps);
+#endif
         fw[t] = l0 + f == NW ? 0.0 : h;
     }
     __syncthreads();
-    for (int t = threadIdx.x; t < nn; t += blockDim.x) {
+    NOUNROLL for (int t = threadIdx.x; t < nn; t += NT) {
         int j = t / NPHI_;
         int m = t - j * NPHI_;
         const double2* r = gpm + j * ROWG + m;  /* angles m-3 .. m+2 */
         double2 v0 = r[0], v1 = r[1], v2 = r[2], v3 = r[3], v4 = r[4], v5 = r[5];
+#if BSP_WENO_FAST2
+        gw[t] = weno2_phi_pair12(v0, v1, v2, v3, v4, v5, eps);
+#else
         gw[t] = weno_face(v0.x, v1.x, v2.x, v3.x, v4.x, v5.x, 1, eps)
               + weno_face(v0.y, v1.y, v2.y, v3.y, v4.y, v5.y, 0, eps);
+#endif
     }
     __syncthreads();
     const double* fc = gw;
@@ -459,7 +561,7 @@ bsp_wphi_rk(const double* Phi, const double* Phi0, const double* G, const double
     const double* txb = tx + q0;
     const double* P0b = Phi0 + q0;
     double* ob = out + q0;
-    for (int t = threadIdx.x; t < nn; t += blockDim.x) {
+    NOUNROLL for (int t = threadIdx.x; t < nn; t += NT) {
         int j = t / NPHI_;
         int m = t - j * NPHI_;
         double fp = fw[t];
@@ -476,7 +578,7 @@ bsp_wphi_rk(const double* Phi, const double* Phi0, const double* G, const double
         ph[j * ROWP + m] = v;
     }
     __syncthreads();
-    for (int j = threadIdx.x; j < nr; j += blockDim.x) {
+    NOUNROLL for (int j = threadIdx.x; j < nr; j += NT) {
         const double* r = ph + j * ROWP;
         double acc = 0.0;
         for (int m = 0; m < NPHI_; ++m) acc += r[m];
@@ -485,6 +587,8 @@ bsp_wphi_rk(const double* Phi, const double* Phi0, const double* G, const double
 }
 #undef ROWG
 #undef ROWP
+#undef NT
+#undef NOUNROLL
 #endif
 
 }  /* extern "C" */

@@ -24,7 +24,7 @@ import numpy as np
 import cupy as cp
 
 from solver.bsp import weno as _weno
-from solver.bsp.kernels import bte_variant, f64
+from solver.bsp.kernels import bte_fast, f64
 from solver.bsp.kernels.cuda import _build
 
 SOURCE = "weno.cu"
@@ -40,7 +40,7 @@ MAX_TILE = 2040  # 3 x 8 x MAX_TILE B + 12 B per line <= 48 KB (static shared me
 
 
 def _defines(model, **extra):
-    return {"BSP_WENO_FAST": 1, **extra} if bte_variant(model) == "fast" else {}
+    return {"BSP_WENO_FAST": 1, **extra} if bte_fast(model) else {}
 
 
 def _launch(model, kernel, nthreads, args, block=BLOCK, **extra):
@@ -138,7 +138,7 @@ def weno_phi(model, backend, Phi, deps_dx, A_eps, eps=None):
     out = cp.empty_like(P)
     nline = NX * NV * NS * NW
     lines = max(1, TILE // NPHI)
-    if bte_variant(model) == "fast" and lines * NPHI <= MAX_TILE:
+    if bte_fast(model) and lines * NPHI <= MAX_TILE:
         _launch(model, "bsp_weno_dphi_tile", -(-nline // lines) * TILE_BLOCK,
                 (P, a3f, d, out, np.int32(NS), np.int32(NW), np.int32(nline), np.float64(alpha),
                  np.float64(eps), np.float64(1.0 / model.dphi)), block=TILE_BLOCK, NPHI_=NPHI, LINES=lines)

@@ -1,0 +1,119 @@
+"""SASS instructions per loop of the fused kernel bsp_wphi_rk (docs/performance-bte-kernels.md §11-12).
+
+Compiles solver/bsp/kernels/cuda/weno.cu as rk.py's NVRTC call does (--fmad=false -DBSP_WENO_FAST=1
+-DNPHI_ -DLROWS [+ -DBSP_WENO_FAST2=1 -DWPHI_BLOCK=256]) with ``nvcc -cubin -arch=sm_90``, disassembles it with
+``nvdisasm`` (PyPI nvidia-cuda-nvdisasm) and, between the block barriers (BAR.SYNC), counts the
+instructions of each loop body (from the target of a backward branch to the branch), classified:
+FP64 = D* arithmetic / compare and MUFU.*64*; uniform = U* (moves of constants and addresses);
+shared = LDS/STS; spill = LDL/STL.  The division's slow path (a CALL out of the loop) is not counted.
+
+    python tools/bsp/sass_count.py [--nphi 48] [--rows 16] [--variants fast fast2]
+    WENO_CU=/path/to/prototype.cu python tools/bsp/sass_count.py ...   (count another copy of weno.cu)
+"""
+from __future__ import annotations
+
+import argparse
+import glob
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SRC = os.environ.get("WENO_CU", os.path.join(ROOT, "solver", "bsp", "kernels", "cuda", "weno.cu"))
+LINE = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(.*?);")
+LOOPS = ("load", "w faces", "phi faces", "RK update", "PhiHat sum")
+
+
+def nvdisasm() -> str:
+    for c in ["nvdisasm"] + sorted(glob.glob(os.path.join(sys.prefix, "lib", "python3*", "site-packages",
+                                                          "nvidia", "*", "bin", "nvdisasm"))):
+        try:
+            subprocess.run([c, "--version"], capture_output=True, check=True)
+            return c
+        except (OSError, subprocess.CalledProcessError):
+            continue
+    raise SystemExit("nvdisasm not found (pip install nvidia-cuda-nvdisasm)")
+
+
+def sass(variant: str, nphi: int, rows: int, tmp: str) -> tuple[list, str]:
+    cubin = os.path.join(tmp, f"{variant}.cubin")
+    cmd = ["nvcc", "-cubin", "-arch=sm_90", "--fmad=false", "-DBSP_WENO_FAST=1", f"-DNPHI_={nphi}",
+           f"-DLROWS={rows}", "--resource-usage", "-o", cubin, SRC]
+    if variant == "fast2":
+        cmd[4:4] = ["-DBSP_WENO_FAST2=1", "-DWPHI_BLOCK=256"]
+    r = subprocess.run(cmd, capture_output=True, text=True, check=True)
+    usage = " ".join(x.strip() for x in (r.stdout + r.stderr).splitlines() if "bsp_wphi_rk" in x or "spill" in x
+                     or "registers" in x)
+    text = subprocess.run([nvdisasm(), "-c", cubin], capture_output=True, text=True, check=True).stdout
+    text = text.split(".text.bsp_wphi_rk:", 1)[1].split("//----", 1)[0]
+    ins, labels, pending = [], {}, []
+    for line in text.splitlines():
+        lab = re.match(r"\s*(\.L_x_\d+):", line)
+        if lab:
+            pending.append(lab.group(1))
+            continue
+        m = LINE.search(line)
+        if m:
+            addr = int(m.group(1), 16)
+            for name in pending:
+                labels[name] = addr
+            pending = []
+            ins.append((addr, m.group(2).strip()))
+    ins = [(a, op, labels.get(b.group(1)) if (b := re.search(r"BRA\s+`\((\.L_x_\d+)\)", op)) else None)
+           for a, op in ins]
+    return ins, usage
+
+
+def classify(op: str) -> str:
+    o = op.split()[0] if not op.startswith("@") else op.split()[1]
+    if re.match(r"D(ADD|MUL|FMA|SETP|MNMX)", o) or (o.startswith("MUFU") and "64" in o):
+        return "fp64"
+    if o.startswith("U"):
+        return "uniform"
+    if o.startswith(("LDS", "STS")):
+        return "shared"
+    if o.startswith(("LDL", "STL")):
+        return "spill"
+    return "other"
+
+
+def loops(ins):
+    """Per segment between barriers: the largest backward-branch range (the loop body) and its counts."""
+    bars = [i for i, (_, op, _) in enumerate(ins) if "BAR.SYNC" in op]
+    bounds = [0] + bars + [len(ins)]
+    out = []
+    for k in range(len(bounds) - 1):
+        seg = ins[bounds[k]:bounds[k + 1]]
+        best = None
+        for addr, op, target in seg:
+            if target is not None and target <= addr:
+                body = [x for x in seg if target <= x[0] <= addr]
+                if best is None or len(body) > len(best):
+                    best = body
+        counts = {"total": 0, "fp64": 0, "uniform": 0, "shared": 0, "spill": 0, "other": 0}
+        for _, op, _ in best or []:
+            counts["total"] += 1
+            counts[classify(op)] += 1
+        out.append(counts)
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--nphi", type=int, default=48)
+    ap.add_argument("--rows", type=int, default=16)
+    ap.add_argument("--variants", nargs="+", default=["fast", "fast2"])
+    a = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        for v in a.variants:
+            ins, usage = sass(v, a.nphi, a.rows, tmp)
+            print(f"## {v}: NPHI={a.nphi} LROWS={a.rows}: {len(ins)} SASS instructions in the kernel; {usage}")
+            for name, c in zip(LOOPS, loops(ins)):
+                print(f"  {name:10s} loop body: {c['total']:4d} (FP64 {c['fp64']}, uniform {c['uniform']}, "
+                      f"shared {c['shared']}, spill {c['spill']}, other {c['other']})")
+
+
+if __name__ == "__main__":
+    main()
