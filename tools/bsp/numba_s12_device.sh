@@ -17,7 +17,7 @@ BASE=${1:?BASE_DIR}; NEW=${2:?NEW_DIR}; OUT=${OUT:?set OUT}; PY=${PY:-python3}
 L=$OUT/numba_s12; mkdir -p "$L"
 t0=$SECONDS
 CFG=config/bsp/dgmosfet.yaml
-STD=6x65x65x300x48
+STD=${MESH:-6x65x65x300x48}; HI=${THREADS_HI:-16}; STEPS=${STEPS:-10}  # overrides for a smoke test elsewhere
 lscpu > "$L/lscpu.txt" 2>&1; nproc > "$L/nproc.txt"
 for d in "$BASE" "$NEW"; do [ -d "$d/solver" ] || { echo "no source tree $d (no solver/ there)"; exit 2; }; done
 abs() { (cd "$1" && pwd); }
@@ -35,20 +35,21 @@ wait
 for r in 1 2; do
   for code in base new; do
     tree=$BASE; [ $code = new ] && tree=$NEW
-    for t in 16 1; do
+    for t in $HI 1; do
       echo "== round $r $code $t threads ($((SECONDS - t0)) s)"
-      bench $code "$tree" ${code}_t${t}_r$r --case $STD:numba:$t:10:2
+      bench $code "$tree" ${code}_t${t}_r$r --case $STD:numba:$t:$STEPS:2
     done
   done
 done
 echo "== done ($((SECONDS - t0)) s)"
-$PY - "$L" <<'EOF'
+$PY - "$L" "$HI" <<'EOF'
 import csv, statistics, sys
 from pathlib import Path
 L = Path(sys.argv[1])
+HI = int(sys.argv[2])
 rows = {}
 for code in ("base", "new"):
-    for t in (16, 1):
+    for t in (HI, 1):
         for r in (1, 2):
             f = L / f"{code}_t{t}_r{r}" / "steps.csv"
             if f.exists():
@@ -63,8 +64,8 @@ for (code, t), rs in sorted(rows.items()):
     print(f"{code},{t},{len(rs)},{m['step_ms']:.1f},{m['bte_ms']:.1f},{m['iter_ms']:.2f},{m['newton_per_step']:.2f},"
           + "/".join(f"{float(x['step_ms']):.1f}" for x in rs) + "," + "/".join(f"{float(x['iter_ms']):.2f}" for x in rs))
 for code in ("base", "new"):
-    if (code, 1) in med and (code, 16) in med:
-        a, b = med[code, 1], med[code, 16]
-        print(f"{code}: speed-up 1 -> 16 threads: step {a['step_ms'] / b['step_ms']:.2f}x, BTE {a['bte_ms'] / b['bte_ms']:.2f}x, "
-              f"ITER {a['iter_ms'] / b['iter_ms']:.2f}x (efficiency {100 * a['iter_ms'] / b['iter_ms'] / 16:.0f} %)")
+    if (code, 1) in med and (code, HI) in med:
+        a, b = med[code, 1], med[code, HI]
+        print(f"{code}: speed-up 1 -> {HI} threads: step {a['step_ms'] / b['step_ms']:.2f}x, BTE {a['bte_ms'] / b['bte_ms']:.2f}x, "
+              f"ITER {a['iter_ms'] / b['iter_ms']:.2f}x (efficiency {100 * a['iter_ms'] / b['iter_ms'] / HI:.0f} %)")
 EOF
