@@ -374,8 +374,9 @@ def test_iter_start_is_bitwise_the_array_code(be, rng):
 
 def test_iter_graph_run_equals_the_phases_one_by_one(monkeypatch):
     """Five steps of a tiny numba run with numerics.iter_graph auto (numba's newton_iteration for the kept
-    Jacobian's iterations) and false (the phases one by one): the same Newton counts and the same bits
-    (Phi, V, eps, chi, rho, deps_dx); newton_iteration ran, and run.json's implementations name it."""
+    Jacobian's iterations) and false (the phases one by one): the same Newton counts, Phi, V, eps, chi, rho
+    and deps_dx within 1e-12 (measured: the same bits); newton_iteration ran, and run.json's
+    implementations name it."""
     from solver.bsp.simulation import Simulation
 
     import functools
@@ -413,5 +414,5 @@ def test_iter_graph_run_equals_the_phases_one_by_one(monkeypatch):
             assert impl["newton_iteration"] == "solver.bsp.poisson.newton_iteration"
     (a, na, ca), (b, nb, cb) = runs["auto"], runs["false"]
     assert na == nb and ca >= 8 and cb == 0, (na, nb, ca, cb)
-    for k in a:
-        np.testing.assert_array_equal(a[k], b[k], err_msg=k)
+    for k in a:  # measured: the same bits (the density kernel sums as NumPy's einsum does here)
+        assert rel(a[k], b[k]) <= TOL, (k, rel(a[k], b[k]))
