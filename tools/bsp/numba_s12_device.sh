@@ -3,13 +3,14 @@
 # 6x65x65x300x48 on the numba backend at 1 and 16 threads, base code against new code, side by side in one
 # call (<= ~150 s; no GPU or CuPy needed).  From the repository root:
 #
-#   OUT=... bash tools/bsp/numba_s12_device.sh BASE_DIR NEW_DIR     # e.g.  . _dev/numba
+#   OUT=... bash _dev/numba/tools/bsp/numba_s12_device.sh BASE_DIR NEW_DIR   # e.g. BASE_DIR = . (base c6b1692),
+#                                                                          NEW_DIR = _dev/numba (this branch)
 #
 # BASE_DIR, NEW_DIR: two source trees (each holding solver/); each runs `python -m solver bsp bench` with
 # PYTHONPATH and the working directory set to it, with its own NUMBA_CACHE_DIR.  First both trees fill
 # their JIT caches side by side (a 3-step run of a tiny mesh: the same kernel signatures), then two
-# interleaved rounds: per round and tree 16 threads then 1 thread, 10 timed steps after 2 each (the same
-# steps at both thread counts: step 10 refreshes the kept Jacobian in both).  Logs and steps.csv per run
+# interleaved rounds: per tree 16 threads then 1 thread in round 1, 16 threads again in round 2; 10 timed
+# steps after 2 each (the same steps at both thread counts: step 10 refreshes the kept Jacobian in both).  Logs and steps.csv per run
 # under $OUT/numba_s12/; the table (medians per run, ms per step) is printed last, with the 1/16 speed-up.
 set -u
 export PYTHONUNBUFFERED=1 MPLBACKEND=Agg
@@ -35,7 +36,8 @@ wait
 for r in 1 2; do
   for code in base new; do
     tree=$BASE; [ $code = new ] && tree=$NEW
-    for t in $HI 1; do
+    ts="$HI 1"; [ $r = 2 ] && ts=$HI  # 1 thread once per tree (~16 s a run): the call stays within ~150 s
+    for t in $ts; do
       echo "== round $r $code $t threads ($((SECONDS - t0)) s)"
       bench $code "$tree" ${code}_t${t}_r$r --case $STD:numba:$t:$STEPS:2
     done
