@@ -51,7 +51,9 @@ def test_numba_table():
                                                "scat_loss": scattering.scat_loss, "RK": rk.rk_update, "RK_wphi": rk.stage_update, "eigen": niter.eigen,
                                                "Frechet": niter.frechet, "construct_linsys": niter.construct_linsys,
                                                "solve_linsys": niter.solve_linsys, "newton_rhs": niter.newton_rhs,
-                                               "newton_norms": niter.newton_norms}
+                                               "newton_norms": niter.newton_norms,
+                                               "newton_iteration": niter.newton_iteration,
+                                               "iter_start": niter.iter_start}
     for name in BTE_PHASES + ("eigen", "Frechet", "construct_linsys", "solve_linsys"):
         assert kernels.lookup(m, be, name) is not None, name
         assert kernels.lookup(ma, be, name) is None, name

@@ -282,3 +282,137 @@ def test_kept_jacobian_run_equals_numpy_and_factors_once_per_step(monkeypatch, c
             assert all(r[2] >= 2 for r in nb), nb  # 3 stages: at least 2 re-solves per step
         else:
             assert sum(r[1] for r in nb) <= 4, nb
+
+
+# ---------------------------------------------------------------------------- the kept-Jacobian iteration
+def _kept(m, b, rng):
+    """A POTENTIAL-like kept Jacobian on model m: (sysm, (F, A), V, rho, bflat), A factored by solve_linsys."""
+    ic = poisson.initcond(m, NP)
+    sysm = poisson._system(m, "dirichlet")
+    bflat = sysm.boundary_values(m, ic.V[0], ic.V[-1] + 0.1).ravel()
+    rho = ic.rho * 1.01
+    F = ni.frechet(m, b, ic.eps, ic.chi, rho)
+    A, bb = ni.construct_linsys(m, b, sysm, F, np.zeros((m.NX - 2, m.NZ - 2)), bflat)
+    ni.solve_linsys(m, b, sysm, A, bb, False)
+    V = ic.V + 1e-3 * rng.standard_normal(ic.V.shape)
+    return sysm, (F, A), V, rho, bflat
+
+
+def _same(ref, got, n_tol=0.0):
+    """newton_iteration results: V, eps, chi, the tail and the norms of V bitwise; N and its norms
+    within n_tol relative (0: bitwise)."""
+    for k in (0, 1, 2):
+        np.testing.assert_array_equal(got[k], ref[k])
+    assert rel(got[3], ref[3]) <= n_tol
+    for k in poisson.NORM_KEYS:
+        assert got[4][k] == ref[4][k] if k.startswith("dV") or n_tol == 0 else math.isclose(got[4][k], ref[4][k], rel_tol=1e-12)
+    assert got[5] is ref[5] is True
+    np.testing.assert_array_equal(got[6][0], ref[6][0])
+    assert got[6][1:] == ref[6][1:]
+
+
+@pytest.mark.parametrize("mesh", [("mesh.NX=17", "mesh.NZ=33", "mesh.N_sbn=4"), ("mesh.NX=10", "mesh.NZ=13", "mesh.N_sbn=3")])
+def test_newton_iteration_equals_the_phases(be, mesh, rng, cr_calls):
+    """numba's newton_iteration (numerics.iter_graph) against poisson.newton_iteration, the array code
+    calling the numba phases one by one: V, eps, chi, the norms and the tail bitwise (b is newton_rhs +
+    construct_linsys's b, the same operations); the density kernel within 1e-14 of NumPy's einsum
+    (measured: bitwise); with the start deferred (N None: the start's eigenpairs and density inside)
+    within 1e-12 (measured: bitwise).  It re-solves with the kept factors (no factorization)."""
+    m = model(*mesh)
+    sysm, jac, V, rho, bflat = _kept(m, be, rng)
+    eps, chi = ni.eigen(m, be, V)
+    N = poisson.density(np, rho, chi)
+    ref = poisson.newton_iteration(m, be, sysm, jac, V, N, eps, rho, bflat)
+    f0 = cr_calls["factor"]
+    got = ni.newton_iteration(m, be, sysm, jac, V, N, eps, rho, bflat)
+    assert cr_calls["factor"] == f0 and cr_calls["resolve"] >= 1
+    _same(ref, got, 1e-14)
+    ref = poisson.newton_iteration(m, be, sysm, jac, V, None, None, rho, bflat, levels=eps)
+    got = ni.newton_iteration(m, be, sysm, jac, V, None, None, rho, bflat, levels=eps)
+    assert ni.newton_iteration(m, be, sysm, jac, V, None, None, rho, bflat) is None  # no start: the caller's
+    for k in range(4):
+        assert rel(got[k], ref[k]) <= TOL, k
+    # a resumed run: no factors of the kept A held -> factored once here, the same bits
+    ni._cr_factors(m, sysm, m.NX, m.NZ)["A"] = None
+    again = ni.newton_iteration(m, be, sysm, jac, V, N, eps, rho, bflat)
+    assert cr_calls["factor"] == f0 + 1
+    _same(ni.newton_iteration(m, be, sysm, jac, V, N, eps, rho, bflat), again)
+
+
+def test_newton_iteration_is_bitwise_deterministic(coarse, rng):
+    m = model("mesh.NX=17", "mesh.NZ=33", "mesh.N_sbn=4")
+    out = []
+    for threads in (1, 2, 2):
+        b = get_backend("numba", threads=threads)
+        sysm, jac, V, rho, bflat = _kept(m, b, np.random.default_rng(5))
+        eps, chi = ni.eigen(m, b, V)
+        out.append(ni.newton_iteration(m, b, sysm, jac, V, poisson.density(np, rho, chi), eps, rho, bflat))
+    for later in out[1:]:
+        _same(out[0], later)
+
+
+def test_newton_iteration_not_with_batched_cr(be, rng):
+    """numerics.linsys = batched_cr keeps its own factors: numba's newton_iteration declines (None)."""
+    m = model("mesh.NX=10", "mesh.NZ=13", "mesh.N_sbn=3", "numerics.linsys=batched_cr")
+    sysm, jac, V, rho, bflat = _kept(m, be, rng)
+    eps, chi = ni.eigen(m, be, V)
+    assert ni.newton_iteration(m, be, sysm, jac, V, poisson.density(np, rho, chi), eps, rho, bflat) is None
+
+
+def test_iter_start_is_bitwise_the_array_code(be, rng):
+    m = model("mesh.NX=17", "mesh.NZ=33")
+    Vs = [rng.standard_normal((m.NX, m.NZ)) for _ in range(5)]
+    for last in (None, poisson.LastStep(Vs[3], Vs[4], 0.37)):
+        for s in range(3):
+            ref = poisson.iter_start(m, NP, s, Vs[0], Vs[1:1 + s], last, 0.29)
+            got = ni.iter_start(m, be, s, Vs[0], Vs[1:1 + s], last, 0.29)
+            if ref is None:
+                assert got is None and s == 0 and last is None
+            else:
+                np.testing.assert_array_equal(got, ref)
+
+
+def test_iter_graph_run_equals_the_phases_one_by_one(monkeypatch):
+    """Five steps of a tiny numba run with numerics.iter_graph auto (numba's newton_iteration for the kept
+    Jacobian's iterations) and false (the phases one by one): the same Newton counts, Phi, V, eps, chi, rho
+    and deps_dx within 1e-12 (measured: the same bits); newton_iteration ran, and run.json's
+    implementations name it."""
+    from solver.bsp.simulation import Simulation
+
+    import functools
+
+    calls = [0]
+    fn = ni.newton_iteration
+
+    @functools.wraps(fn)  # run.json's name: the function's
+    def counted(*a, **k):
+        calls[0] += 1
+        return fn(*a, **k)
+    monkeypatch.setitem(kernels.REGISTRY.table("numba"), "newton_iteration", counted)
+    tiny = ["mesh.N_sbn=3", "mesh.NX=9", "mesh.NZ=13", "mesh.NW=12", "mesh.NPHI=8", "output.progress=false",
+            "time.steps=5", "time.t_end_ps=null", "output.checkpoint_every_steps=0", "numerics.backend=numba",
+            "numerics.threads=2"]
+    runs = {}
+    for flag in ("auto", "false"):
+        calls[0] = 0
+        sim = Simulation(load(None, tiny + [f"numerics.iter_graph={flag}"]), progress=False)
+        newton = []
+        step = sim.step
+
+        def counted_step(sim=sim, step=step, newton=newton):
+            step()
+            newton.append(int(sim.state.newton_iterations))
+        sim.step = counted_step
+        sim.run(resume=False)
+        runs[flag] = ({k: np.array(getattr(sim.state, k)) for k in ("Phi", "V", "eps", "chi", "rho", "deps_dx")},
+                      newton, calls[0])
+        impl = kernels.implementations(sim.model, sim.backend)
+        if flag == "auto":
+            assert impl["newton_iteration"].startswith("solver.bsp.kernels.numba.iter.newton_iteration [numerics.iter_graph=true"), impl
+            assert impl["iter_start"] == "solver.bsp.kernels.numba.iter.iter_start"
+        else:
+            assert impl["newton_iteration"] == "solver.bsp.poisson.newton_iteration"
+    (a, na, ca), (b, nb, cb) = runs["auto"], runs["false"]
+    assert na == nb and ca >= 8 and cb == 0, (na, nb, ca, cb)
+    for k in a:  # measured: the same bits (the density kernel sums as NumPy's einsum does here)
+        assert rel(a[k], b[k]) <= TOL, (k, rel(a[k], b[k]))

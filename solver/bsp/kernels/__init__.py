@@ -146,10 +146,11 @@ def linsys_graph(model) -> bool:
 
 def iter_graph(model, backend) -> bool:
     """numerics.iter_graph: POTENTIAL's kept-Jacobian Newton iterations replayed from CUDA graphs
-    (phase newton_iteration; auto = on for cupy, false = the launches one by one)."""
+    (phase newton_iteration; auto = on for cupy and numba (there one call per iteration with the serial
+    NumPy pieces in numba, kernels/numba/iter.py), false = the phases one by one)."""
     v = model.cfg.get("numerics", {}).get("iter_graph", "auto")
     if v == "auto":
-        return backend.name == "cupy"
+        return backend.name in ("cupy", "numba")
     return bool(v)
 
 
@@ -198,6 +199,9 @@ def _bte_label(model, backend, name: str) -> str:
 def _variant(model, backend, name: str) -> str | None:
     if name in FAST_ONLY:  # gated by bte_kernels on every backend that has it
         return _bte_label(model, backend, name)
+    if name == "newton_iteration":
+        return ("numerics.iter_graph=true; its iterations time ITER only: eigen, Frechet, construct_linsys "
+                "and solve_linsys are not timed apart there")
     if backend.name != "cupy":  # the variant keys choose among the CUDA kernels, except batched_cr
         return "numerics.linsys=batched_cr" if _array_variant(model, name) is not None else None
     if name in BTE_VARIANT_PHASES:
@@ -212,9 +216,6 @@ def _variant(model, backend, name: str) -> str | None:
         if eigen_variant(model) == "twisted":
             return "numerics.eigen=twisted (kernels eigenvalues_tw, ipim_t; numerics.ipim not used)"
         return f"numerics.eigen={eigen_variant(model)}, numerics.ipim={ipim_variant(model)}"
-    if name == "newton_iteration":
-        return ("numerics.iter_graph=true; its iterations time ITER only: eigen, Frechet, construct_linsys "
-                "and solve_linsys are not timed apart there")
     return None
 
 

@@ -6,7 +6,8 @@ needs numba (ModuleNotFoundError otherwise: the phases stay on the array referen
     scattering.py  scat_gain, scat_loss
     rk.py          RK (the stage update fused with the loss product, the sum of the terms and DENS);
                    stage_update = RK_wphi (also the w and phi terms in the same pass)
-    iter.py        eigen, Frechet, construct_linsys, solve_linsys, newton_rhs, newton_norms (ITER)
+    iter.py        eigen, Frechet, construct_linsys, solve_linsys, newton_rhs, newton_norms, newton_iteration,
+                   iter_start (ITER)
 
 Kernels are compiled on first use with ``cache=True``: later processes load them from numba's cache
 (NUMBA_CACHE_DIR if set, else __pycache__ beside these files if writable, else ~/.cache/numba;
@@ -31,4 +32,6 @@ TABLE = {
     "solve_linsys": iter_.solve_linsys,
     "newton_rhs": iter_.newton_rhs,
     "newton_norms": iter_.newton_norms,
+    "newton_iteration": iter_.newton_iteration,
+    "iter_start": iter_.iter_start,
 }

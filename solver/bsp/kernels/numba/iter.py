@@ -743,17 +743,33 @@ def _cr_resolve(lo, up, b, dirichlet, fac):
     """x (NX, NZ) for a new b with the kept factors of _cr_solve (NX >= 2): the right-hand side's
     part of every level (B^{-1} r of the eliminated blocks, the updates of the kept r), one parallel
     pass per level, then the same back substitution.  The same operations in the same order as
-    _cr_solve: the same bits.  ~8 NX NZ^2 flops against ~NX NZ^3 (docs/performance-numba-iter.md §8)."""
+    _cr_solve: the same bits.  ~8 NX NZ^2 flops against ~NX NZ^3 (docs/performance-numba-iter.md §8).
+    The level loop runs compiled (_resolve_levels: one call from Python instead of ~2 log2(NX) + 1)."""
     NX, NZ = b.shape
-    Xr = _cr_work(NX, NZ)["Xr"]
-    X = Xr.reshape(NX, 1, NZ)  # a view: the rows X[i, 0] are the rows Xr[i] (_lu_solve_row's layout)
-    piv, LUT, SA, SC, off = fac["piv"], fac["LUT"], fac["SA"], fac["SC"], fac["off"]
+    lv = fac.get("levels_arr")
+    if lv is None:
+        lv = fac["levels_arr"] = np.array(fac["levels"], dtype=np.int64).reshape(-1, 5)
+        fac["off_arr"] = np.array(fac["off"], dtype=np.int64)
+    x = np.empty((NX, NZ))
+    _resolve_levels(lo, up, b, dirichlet, fac["piv"], fac["LUT"], fac["SA"], fac["SC"], fac["XA"], fac["XC"],
+                    _cr_work(NX, NZ)["Xr"], lv, fac["off_arr"], x)
+    return x
+
+
+@njit(cache=True)
+def _resolve_levels(lo, up, b, dirichlet, piv, LUT, SA, SC, XA, XC, Xr, lv, off, x):
+    """_cr_resolve's passes (_rs_first, _rs_level per level, then _cr_backsub per level from the last,
+    each a parallel region) called from compiled code: the same calls, the same bits."""
+    NX, NZ = b.shape
+    X = Xr.reshape((NX, 1, NZ))  # the rows X[i, 0] are the rows Xr[i] (_lu_solve_row's layout)
     r = b.copy()
-    levels = fac["levels"]
-    _rs_first(r, piv, LUT, X, levels[0][3])
-    for lvl, (h, _, _, _, n_kept) in enumerate(levels):
-        _rs_level(lo, up, SA, SC, off[lvl], r, piv, LUT, X, NX, h, n_kept, lvl == 0)
-    return _cr_backsub_all(fac["XA"], fac["XC"], Xr, b, dirichlet, levels)
+    _rs_first(r, piv, LUT, X, lv[0, 3])
+    for lvl in range(lv.shape[0]):
+        _rs_level(lo, up, SA, SC, off[lvl], r, piv, LUT, X, NX, lv[lvl, 0], lv[lvl, 4], lvl == 0)
+    for j in range(NZ):
+        x[0, j] = b[0, j] if dirichlet[0, j] else Xr[0, j]
+    for lvl in range(lv.shape[0] - 1, -1, -1):
+        _cr_backsub(XA, XC, Xr, b, dirichlet, NX, lv[lvl, 0], lv[lvl, 1], lv[lvl, 2], lv[lvl, 3], x)
 
 
 def solve_linsys(model, backend, sysm, A, b, reuse=False):
@@ -857,3 +873,222 @@ def _norms_combine(part):
         fin = fin and part[i, 4] != 0.0
     return m0, s0, m1, s1, fin
 
+
+
+# ---------------------------------------------------------------------------- the kept-Jacobian iteration
+# poisson.newton_iteration (numerics.iter_graph, on for numba with auto): one call per simplified-Newton
+# iteration of POTENTIAL instead of the ~10 dispatched calls of _newton_loop, with the serial NumPy pieces
+# in numba: b of the kept system with the rhs (one pass, no 2 MB D), the density N = 2 sum rho chi^2, the
+# norms with the stage tail (d eps/dx, A_eps, finite V).  docs/performance-numba-iter.md §9.
+@njit(parallel=True, cache=True)
+def _b_kernel(D0, F, V, N, ND, cp, cp_dz, bflat, b):
+    """b (NX, NZ) of the kept Newton system: the interior rhs -c_p (N - N_D) + c_p dz F V (_rhs_kernel's
+    operations) and the boundary values, scaled by 1 / the diagonal of D0 + c_p dz F (_construct_kernel's):
+    bitwise the b of newton_rhs + construct_linsys.  One item per (column, 4 rows): four dot products
+    side by side (each summed in _rhs_kernel's order)."""
+    NX, NZ = b.shape
+    nz = NZ - 2
+    ng = (NZ + 3) // 4
+    for t in prange(NX * ng):
+        i = t // ng
+        j0 = 4 * (t % ng)
+        inner_i = 0 < i < NX - 1
+        if inner_i and j0 > 0 and j0 + 3 < NZ - 1:  # four interior rows
+            ui = uint64(i - 1)
+            s0 = 0.0
+            s1 = 0.0
+            s2 = 0.0
+            s3 = 0.0
+            r0 = uint64(j0 - 1)
+            for q in range(uint64(nz)):
+                vq = V[i, q + 1]
+                s0 += F[ui, r0, q] * vq
+                s1 += F[ui, r0 + uint64(1), q] * vq
+                s2 += F[ui, r0 + uint64(2), q] * vq
+                s3 += F[ui, r0 + uint64(3), q] * vq
+            for k in range(4):
+                j = j0 + k
+                s = s0 if k == 0 else (s1 if k == 1 else (s2 if k == 2 else s3))
+                v = -cp * (N[i, j] - ND[i, j]) + cp_dz * s
+                d = D0[i, j, j] + cp_dz * F[i - 1, j - 1, j - 1]
+                b[i, j] = v * (1.0 / d)
+            continue
+        for j in range(j0, min(j0 + 4, NZ)):
+            if inner_i and 0 < j < NZ - 1:
+                s = 0.0
+                for q in range(nz):
+                    s += F[i - 1, j - 1, q] * V[i, q + 1]
+                v = -cp * (N[i, j] - ND[i, j]) + cp_dz * s
+                d = D0[i, j, j] + cp_dz * F[i - 1, j - 1, j - 1]
+            else:
+                v = bflat[i * NZ + j]
+                d = D0[i, j, j]
+            b[i, j] = v * (1.0 / d)
+
+
+@njit(parallel=True, cache=True)
+def _density_kernel(rho, chi, N):
+    """N (NX, NZ) = 2 sum_{nu, p} rho chi^2, summed in (nu, p) order per node: poisson.density to rounding."""
+    NX, NV, NS, NZ = chi.shape
+    for i in prange(NX):
+        ui = uint64(i)
+        for z in range(uint64(NZ)):
+            N[ui, z] = 0.0
+        for nu in range(NV):
+            for p in range(NS):
+                r = rho[i, nu, p]
+                for z in range(uint64(NZ)):
+                    c = chi[ui, nu, p, z]
+                    N[ui, z] += r * (c * c)
+        for z in range(uint64(NZ)):
+            N[ui, z] *= 2.0
+
+
+@njit(parallel=True, cache=True)
+def _norms_tail_kernel(Vn, Vo, Nn, No, eps, two_dx, dx, part, d):
+    """_norms_kernel's per-row partial results (the same operations; the finite check of x = Vn) and
+    the tail: d = d eps/dx as schrodinger.deps_dx (the same operations) and per row max |d|."""
+    NX, NZ = Vn.shape
+    NV, NS = eps.shape[1], eps.shape[2]
+    for i in prange(NX):
+        m0 = 0.0
+        s0 = 0.0
+        m1 = 0.0
+        s1 = 0.0
+        fin = 1.0
+        for j in range(NZ):
+            dv = Vn[i, j] - Vo[i, j]
+            dn = Nn[i, j] - No[i, j]
+            m0 = _nanmax(m0, abs(dv))
+            m1 = _nanmax(m1, abs(dn))
+            s0 += dv * dv
+            s1 += dn * dn
+            if not np.isfinite(Vn[i, j]):
+                fin = 0.0
+        amax = 0.0
+        for nu in range(NV):
+            for p in range(NS):
+                if i == 0:
+                    g = (eps[1, nu, p] - eps[0, nu, p]) / dx
+                elif i == NX - 1:
+                    g = (eps[NX - 1, nu, p] - eps[NX - 2, nu, p]) / dx
+                else:
+                    g = (eps[i + 1, nu, p] - eps[i - 1, nu, p]) / two_dx
+                d[i, nu, p] = g
+                amax = _nanmax(amax, abs(g))
+        part[i, 0] = m0
+        part[i, 1] = s0
+        part[i, 2] = m1
+        part[i, 3] = s1
+        part[i, 4] = fin
+        part[i, 5] = amax
+
+
+@njit(cache=True)
+def _tail_combine(part):
+    """_norms_combine, and the largest max |d eps/dx| of the rows."""
+    m0 = s0 = m1 = s1 = a = 0.0
+    fin = True
+    for i in range(part.shape[0]):
+        m0 = _nanmax(m0, part[i, 0])
+        m1 = _nanmax(m1, part[i, 2])
+        s0 += part[i, 1]
+        s1 += part[i, 3]
+        fin = fin and part[i, 4] != 0.0
+        a = _nanmax(a, part[i, 5])
+    return m0, s0, m1, s1, fin, a
+
+
+def _density(rho, chi):
+    NX, _, _, NZ = chi.shape
+    N = np.empty((NX, NZ))
+    _density_kernel(rho, chi, N)
+    return N
+
+
+def _usable(model, backend) -> bool:
+    """newton_iteration runs where this module's eigen and CR solve are the phases' implementations
+    (not with numerics.linsys = batched_cr, whose array code keeps its own factors)."""
+    from solver.bsp import kernels
+
+    return kernels.lookup(model, backend, "solve_linsys") is solve_linsys and kernels.lookup(model, backend, "eigen") is eigen
+
+
+def newton_iteration(model, backend, sysm, jac, V, N, eps, rho, bflat, levels=None):
+    """poisson.newton_iteration (same arguments, same result to rounding; None where it cannot run): one
+    simplified-Newton iteration of POTENTIAL with the kept Jacobian jac = (F, A) and the kept block-CR
+    factors of A (_cr_factors; a resumed run's A is factored here first, as solve_linsys's first call
+    would).  The start's eigenpairs and density where N is None (from V, as _newton_loop's start), b of
+    the kept system with the rhs (_b_kernel: bitwise newton_rhs + linsys_rhs), the re-solve (_cr_resolve),
+    the new iterate's eigenpairs and density (_density_kernel: poisson.density to rounding), the norms
+    (bitwise newton_norms's) and the stage tail (bitwise schrodinger.deps_dx's d eps/dx and A_eps)."""
+    if N is None and levels is None or not _cached(model, "newton_iteration.usable", lambda: _usable(model, backend)):
+        return None
+    _threads(backend)
+    F, A = jac
+    NX, NZ = sysm.NX, sysm.NZ
+    fac = _cr_factors(model, sysm, NX, NZ)
+    if not (fac["A"] is A and fac["levels"]):
+        if NX < 2:
+            return None
+        solve_linsys(model, backend, sysm, A, np.zeros((NX, NZ)), False)  # factors A alone
+    rho = _f64(rho)
+    if N is None:
+        eps, chi = eigen(model, backend, V, levels)
+        N = _density(rho, chi)
+    V = _f64(V)
+    bs = blocktri.block_system(model, sysm)
+    b = np.empty((NX, NZ))
+    _b_kernel(bs.D0, _f64(F), V, _f64(N), _f64(model.on(backend, "N_D")), float(model.cp), float(sysm.cp_dz),
+              _f64(bflat), b)
+    dirichlet = _cached(model, ("dirichlet", sysm.x_bc), lambda: np.asarray(sysm.dirichlet, dtype=np.bool_))
+    V_new = _cr_resolve(_f64(A[1]), _f64(A[2]), b, dirichlet, fac)
+    eps_new, chi_new = eigen(model, backend, V_new, eps)
+    N_new = _density(rho, chi_new)
+    part = np.empty((NX, 6))
+    d = np.empty_like(eps_new)
+    dx = model.dx
+    _norms_tail_kernel(V_new, V, N_new, _f64(N), eps_new, 2.0 * dx, dx, part, d)
+    m0, s0, m1, s1, fin, a = _tail_combine(part)
+    w = math.sqrt(model.dx * model.dz)
+    nrm = dict(zip(("dV_inf", "dV_l2", "dN_inf", "dN_l2"), [float(m0), w * math.sqrt(s0), float(m1), w * math.sqrt(s1)]))
+    return V_new, eps_new, chi_new, N_new, nrm, bool(fin), (d, float(a), bool(fin))
+
+
+@njit(parallel=True, cache=True)
+def _iter_start_kernel(s, Vn, V1, V2, L0, L1, has_last, dt, dt_o, c2, out):
+    """poisson.iter_start's formulas element by element, the same operations in the same order (no
+    contraction: the same bits); d_o = (V1_o - V0_o) / dt_o formed per element as LastStep.d_o."""
+    n = out.shape[0]
+    for e in prange(n):
+        if has_last:
+            d_o = (L1[e] - L0[e]) / dt_o
+        if s == 0:
+            out[e] = Vn[e] + dt * (2.0 * (Vn[e] - L0[e]) / dt_o - d_o)
+            continue
+        if s == 1:
+            v = 0.5 * (Vn[e] + V1[e])
+        else:
+            v = (2.0 / 3.0) * (V1[e] + V2[e]) - (1.0 / 3.0) * Vn[e]
+        if has_last:
+            v = v + c2 * (((V1[e] - Vn[e]) / dt - d_o) / dt_o)
+        out[e] = v
+
+
+def iter_start(model, backend, s, V_n, stage_V, last, dt):
+    """poisson.iter_start (same arguments, the same bits): the prediction of stage s's POTENTIAL start in
+    one parallel pass instead of ~10 NumPy operations (serial: ~0.07 ms per stage on the standard mesh)."""
+    if s == 0 and last is None:
+        return None
+    _threads(backend)
+    Vn = _f64(V_n)
+    flat = lambda a: _f64(a).reshape(-1)  # noqa: E731
+    z = flat(Vn)
+    V1 = flat(stage_V[0]) if s >= 1 else z
+    V2 = flat(stage_V[1]) if s == 2 else z
+    L0, L1 = (flat(last.V0), flat(last.V1)) if last is not None else (z, z)
+    dt_o = float(last.dt_o) if last is not None else 1.0
+    c2 = dt * dt / (4.0 if s == 1 else 3.0)
+    out = np.empty(Vn.shape)
+    _iter_start_kernel(int(s), z, V1, V2, L0, L1, last is not None, float(dt), dt_o, c2, out.reshape(-1))
+    return out
