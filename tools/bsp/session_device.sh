@@ -210,6 +210,10 @@ x4)
   }
   for l in lane0 lane1 lane2 lane3 lanec; do ( $l; echo "$l done $((SECONDS-t0)) s" ) > "$L/$l.log" 2>&1 & done
   wait
+  # GPUSLOT_CHECK: tools/gpuslot_device.sh (--gpu exclusive on this host, ~1 min) once the lanes are done
+  if [ -n "${GPUSLOT_CHECK:-}" ] && [ $((SECONDS - t0)) -lt 440 ]; then
+    OUT=$L/gpuslot timeout 80 bash tools/gpuslot_device.sh > "$L/gpuslot.log" 2>&1; tail -8 "$L/gpuslot.log"
+  fi
   cat "$L"/lane*.log
   tail -3 "$L/pytest_gpu.log"; tail -7 "$L/validate.log"; tail -7 "$L/validate_numba.log"; cat "$L/bitwise.txt"; tail -2 "$L/startup.log"
   echo "part,mesh,backend,threads,steps,step_ms,bte_ms,dens_ms,iter_ms,newton_per_step" > "$L/summary.csv"
