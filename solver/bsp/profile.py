@@ -380,25 +380,24 @@ class SpinTimer:
 def counting_run(cfg_path, overrides, steps, be):
     """Start-up, then ``steps`` steps with the ITER fast paths wrapped to count their calls and
     keep a copy of the arguments of their last call.  (calls per step, last args, model, Newton
-    solve used).  NZ > 127 (beyond the block solve) solves with the reference (host SuperLU)."""
+    solve used).  The kept-Jacobian iterations run phase by phase (numerics.iter_graph=false): the
+    same kernels, each call counted (in the graph they would not pass through the table)."""
     from solver.bsp.model import load
     from solver.bsp.simulation import Simulation
 
     cp = be.xp
     table = fast_table("cupy")
     cfg = load(cfg_path, list(overrides) + [f"time.steps={steps}", "time.t_end_ps=null", "numerics.backend=cupy",
-                                            "numerics.kernels=auto", "output.progress=false",
-                                            "output.checkpoint_every_steps=0"])
+                                            "numerics.kernels=auto", "numerics.iter_graph=false",
+                                            "output.progress=false", "output.checkpoint_every_steps=0"])
     sim = Simulation(cfg, backend=be, progress=False)
     names = [n for n in ITER_PHASES if n in table]
     saved = {n: table[n] for n in names}
-    path = "block cyclic reduction (CUDA)"
+    from solver.bsp.kernels import linsys_variant
+
+    path = f"numerics.linsys={linsys_variant(sim.model)} (CUDA)"
     counts_, last = {n: 0 for n in names}, {}
     try:
-        if sim.model.NZ > 127:
-            for n in ("construct_linsys", "solve_linsys"):
-                table.pop(n)
-            path = "reference (host SuperLU): NZ > 127"
         sim._timer_rows = []  # as Simulation.run
         sim.startup()
 
