@@ -12,6 +12,7 @@
 # Writes $OUT/gpuslot_{a,b}.jsonl, $OUT/run_c/run.json; prints a short table last.
 set -u
 export PYTHONUNBUFFERED=1
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}  # tools/*.py scripts import solver from this tree
 OUT=${OUT:-/tmp/gpuslot_out}; mkdir -p "$OUT"
 export TMPDIR=$(mktemp -d)   # a registry of this check only
 NGPU=${NGPU:-$(ls /dev/nvidia[0-9]* 2>/dev/null | wc -l)}

@@ -10,6 +10,7 @@
 #  4. prints a short table last.  Logs and CSVs under $OUT/s12/.
 set -uo pipefail
 export PYTHONUNBUFFERED=1
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}  # tools/*.py scripts import solver from this tree
 : "${OUT:?set OUT}"
 R=$OUT/s12; mkdir -p $R
 left() { local l=$((145 - SECONDS)); echo $(( l > 1 ? l : 1 )); }

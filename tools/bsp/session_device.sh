@@ -14,6 +14,7 @@
 # Logs and tables go to $OUT/<part>/ (packed as $OUT/<part>.tgz); a short table is printed last.
 set -u
 export PYTHONUNBUFFERED=1 MPLBACKEND=Agg
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}  # tools/*.py scripts import solver from this tree
 PART=${1:?part: ab | checks | bench | final | lean | x4}
 OUT=${OUT:?set OUT}; BASE=${BASE:-_dev/base}; PY=python3
 L=/tmp/session_$PART; rm -rf "$L"; mkdir -p "$L"
