@@ -821,29 +821,36 @@ def _nanmax(a, b):
     return b if (b > a or b != b) else a
 
 
+@njit(cache=True)
+def _row_norms(Vn, Vo, Nn, No, x, i, part):
+    """Row i's partial norms of the changes of V and N (max |dV|, sum dV^2, max |dN|, sum dN^2) and
+    whether x's row (flat, NZ values from i NZ) is finite, into part[i, :5]."""
+    NZ = Vn.shape[1]
+    m0 = 0.0
+    s0 = 0.0
+    m1 = 0.0
+    s1 = 0.0
+    fin = 1.0
+    for j in range(NZ):
+        dv = Vn[i, j] - Vo[i, j]
+        dn = Nn[i, j] - No[i, j]
+        m0 = _nanmax(m0, abs(dv))
+        m1 = _nanmax(m1, abs(dn))
+        s0 += dv * dv
+        s1 += dn * dn
+        if not np.isfinite(x[i * NZ + j]):
+            fin = 0.0
+    part[i, 0] = m0
+    part[i, 1] = s0
+    part[i, 2] = m1
+    part[i, 3] = s1
+    part[i, 4] = fin
+
+
 @njit(parallel=True, cache=True)
 def _norms_kernel(Vn, Vo, Nn, No, x, part):
-    NX, NZ = Vn.shape
-    for i in prange(NX):
-        m0 = 0.0
-        s0 = 0.0
-        m1 = 0.0
-        s1 = 0.0
-        fin = 1.0
-        for j in range(NZ):
-            dv = Vn[i, j] - Vo[i, j]
-            dn = Nn[i, j] - No[i, j]
-            m0 = _nanmax(m0, abs(dv))
-            m1 = _nanmax(m1, abs(dn))
-            s0 += dv * dv
-            s1 += dn * dn
-            if not np.isfinite(x[i * NZ + j]):
-                fin = 0.0
-        part[i, 0] = m0
-        part[i, 1] = s0
-        part[i, 2] = m1
-        part[i, 3] = s1
-        part[i, 4] = fin
+    for i in prange(Vn.shape[0]):
+        _row_norms(Vn, Vo, Nn, No, x, i, part)
 
 
 def newton_norms(model, backend, V_new, V_old, N_new, N_old, x):
@@ -950,21 +957,9 @@ def _norms_tail_kernel(Vn, Vo, Nn, No, eps, two_dx, dx, part, d):
     the tail: d = d eps/dx as schrodinger.deps_dx (the same operations) and per row max |d|."""
     NX, NZ = Vn.shape
     NV, NS = eps.shape[1], eps.shape[2]
+    flat = Vn.reshape(NX * NZ)
     for i in prange(NX):
-        m0 = 0.0
-        s0 = 0.0
-        m1 = 0.0
-        s1 = 0.0
-        fin = 1.0
-        for j in range(NZ):
-            dv = Vn[i, j] - Vo[i, j]
-            dn = Nn[i, j] - No[i, j]
-            m0 = _nanmax(m0, abs(dv))
-            m1 = _nanmax(m1, abs(dn))
-            s0 += dv * dv
-            s1 += dn * dn
-            if not np.isfinite(Vn[i, j]):
-                fin = 0.0
+        _row_norms(Vn, Vo, Nn, No, flat, i, part)
         amax = 0.0
         for nu in range(NV):
             for p in range(NS):
@@ -976,11 +971,6 @@ def _norms_tail_kernel(Vn, Vo, Nn, No, eps, two_dx, dx, part, d):
                     g = (eps[i + 1, nu, p] - eps[i - 1, nu, p]) / two_dx
                 d[i, nu, p] = g
                 amax = _nanmax(amax, abs(g))
-        part[i, 0] = m0
-        part[i, 1] = s0
-        part[i, 2] = m1
-        part[i, 3] = s1
-        part[i, 4] = fin
         part[i, 5] = amax
 
 
