@@ -149,7 +149,7 @@ def weno_x(model, backend, Phi, rho_eq0, rho_eqL, rho0, rhoL, closed=False, eps=
     at the left, a1 <= 0 at the right, cos phi = 0 at both) get ghosts g_{-k} = a1
     (rho_eq/rho) Phi(x_0); the others constant extension.  ``closed``: zero flux through both
     contact faces (ghosts then by constant extension).  numerics.contact_rule = hybrid (beyond the
-    papers; also in the CUDA kernel, array code on numba): inflow ghosts a1 [min(r, 1) Phi(x_0) + max(rho_eq - rho,
+    papers; also in the numba and CUDA kernels): inflow ghosts a1 [min(r, 1) Phi(x_0) + max(rho_eq - rho,
     0) s_w M] with r = rho_eq/rho: an excess is removed by the authors' factor, a deficit injected
     with the start-up shape, which has no gain at the contact (docs/iv.md §9, §12).
     """

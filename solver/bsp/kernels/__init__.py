@@ -113,8 +113,6 @@ def lookup(model, backend, name: str):
         return None
     if name == "newton_iteration" and not iter_graph(model, backend):
         return None
-    if name == "WENO_x" and backend.name != "cupy" and _numerics(model, "contact_rule", "reference") != "reference":
-        return None  # numerics.contact_rule hybrid: the numba kernel holds the reference rule only
     if backend.name != "cupy":  # the CUDA table runs numerics.linsys itself
         array = _array_variant(model, name)
         if array is not None:

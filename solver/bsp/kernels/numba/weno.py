@@ -104,10 +104,13 @@ _X_VALUES = 512  # values per x node of one x bundle: whole (l, phi) rows, ceil(
 
 
 @njit(parallel=True, cache=True, fastmath=_FM)
-def _dx_kernel(Phi, a1, in_l, in_r, left, r0, rL, closed, eps, inv, V, out):
+def _dx_kernel(Phi, a1, in_l, in_r, left, r0, rL, closed, eps, inv, V, out, hybrid, d0, dL, inj):
     """Phi, out (NX, 3, NS, NW * NP); a1, in_l, in_r, left (3, NW * NP).  Items (nu, p, block of
     V contiguous (l, phi) values); the x faces are swept upwards keeping the previous face row.
-    The column index is unsigned (c0 + v: no negative-index wrap-around, so the loops vectorise)."""
+    The column index is unsigned (c0 + v: no negative-index wrap-around, so the loops vectorise).
+    ``hybrid`` (numerics.contact_rule): inflow ghosts g r + d inj with r = min(rho_eq/rho, 1) (r0,
+    rL), d = max(rho_eq - rho, 0) (d0, dL, (3, NS)) and inj = a1 s_w M (3, NW * NP), in the array
+    code's order of operations."""
     NX, NV, NS, NWP = Phi.shape
     nblk = (NWP + V - 1) // V
     for k in prange(NV * NS * nblk):
@@ -128,8 +131,12 @@ def _dx_kernel(Phi, a1, in_l, in_r, left, r0, rL, closed, eps, inv, V, out):
             if not closed:
                 if in_l[nu, c0 + v]:
                     g0 = g0 * r0[nu, p]
+                    if hybrid:
+                        g0 = g0 + d0[nu, p] * inj[nu, c0 + v]
                 if in_r[nu, c0 + v]:
                     gL = gL * rL[nu, p]
+                    if hybrid:
+                        gL = gL + dL[nu, p] * inj[nu, c0 + v]
             for q in range(3):
                 gp[q, v] = g0
                 gp[NX + 3 + q, v] = gL
@@ -154,16 +161,25 @@ def weno_x(model, backend, Phi, rho_eq0, rho_eqL, rho0, rhoL, closed=False, eps=
     eps = _weno._eps(model) if eps is None else float(eps)
     Phi = f64(np, Phi)
     NX, NV, NS, NW, NP = Phi.shape
+    hybrid = not closed and _weno.contact_rule(model) == "hybrid"
+    d0 = dL = np.zeros((NV, NS))
     if closed:
         r0 = rL = np.ones((NV, NS))
     else:
         r0 = f64(np, np.asarray(rho_eq0) / np.asarray(rho0))
         rL = f64(np, np.asarray(rho_eqL) / np.asarray(rhoL))
+        if hybrid:  # as weno.weno_x forms them
+            d0 = f64(np, np.maximum(np.asarray(rho_eq0) - np.asarray(rho0), 0.0))
+            dL = f64(np, np.maximum(np.asarray(rho_eqL) - np.asarray(rhoL), 0.0))
+            r0, rL = np.minimum(r0, 1.0), np.minimum(rL, 1.0)
     in_l, in_r, left = (a.reshape(NV, NW * NP) for a in _masks(model))
+    a1 = f64(np, model.a1)
+    inj = f64(np, a1 * (model.s_w * model.maxwellian)[:, :, None]) if hybrid else a1  # a1 s_w M
     out = out_array(model, "WENO_x", Phi.shape)
     V = min(NW, -(-_X_VALUES // NP)) * NP
-    _dx_kernel(Phi.reshape(NX, NV, NS, NW * NP), f64(np, model.a1).reshape(NV, NW * NP), in_l, in_r, left,
-               r0, rL, bool(closed), eps, 1.0 / model.dx, V, out.reshape(NX, NV, NS, NW * NP))
+    _dx_kernel(Phi.reshape(NX, NV, NS, NW * NP), a1.reshape(NV, NW * NP), in_l, in_r, left,
+               r0, rL, bool(closed), eps, 1.0 / model.dx, V, out.reshape(NX, NV, NS, NW * NP),
+               hybrid, d0, dL, inj.reshape(NV, NW * NP))
     return out
 
 
