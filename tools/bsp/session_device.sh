@@ -9,13 +9,15 @@
 #               the coarse, 6x65x129 and standard meshes compared byte for byte
 #       final   a lean call for the final code: gpu tests, validation, bitwise, start-up, the cupy bench
 #       x4      a final call on a 4-GPU host: the parts above in parallel lanes (below)
+#       fast2   numerics.bte_kernels fast2 as a default candidate: kernel A/B, tests, validation, bitwise
+#       hybrid  numerics.contact_rule hybrid on two subthreshold I-V points (HYBRID_S s, one per GPU)
 #       bench   the bsp_bench cases of config/gpu.yaml (cupy, 200 after 5; numba 16/8/4/2/1 threads)
 #               and the authors' Newton on three meshes, for the same-call comparison
 # Logs and tables go to $OUT/<part>/ (packed as $OUT/<part>.tgz); a short table is printed last.
 set -u
 export PYTHONUNBUFFERED=1 MPLBACKEND=Agg
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}  # tools/*.py scripts import solver from this tree
-PART=${1:?part: ab | checks | bench | final | lean | x4}
+PART=${1:?part: ab | checks | bench | final | lean | x4 | fast2 | hybrid}
 OUT=${OUT:?set OUT}; BASE=${BASE:-_dev/base}; PY=python3
 L=/tmp/session_$PART; rm -rf "$L"; mkdir -p "$L"
 t0=$SECONDS; left() { echo $(( $1 - (SECONDS - t0) )); }
@@ -219,6 +221,51 @@ x4)
   tail -3 "$L/pytest_gpu.log"; tail -7 "$L/validate.log"; tail -7 "$L/validate_numba.log"; cat "$L/bitwise.txt"; tail -2 "$L/startup.log"
   echo "part,mesh,backend,threads,steps,step_ms,bte_ms,dens_ms,iter_ms,newton_per_step" > "$L/summary.csv"
   for d in "$L"/bench_* "$L"/ab_*; do [ -d "$d" ] && row "$(basename "$d")" >> "$L/summary.csv"; done
+  ;;
+fast2)
+  # numerics.bte_kernels fast2 as a default candidate (docs/performance-bte-kernels.md §12.3, ~4 min on one GPU):
+  # the kernel A/B and fast2's gpu tests (bte_s12_device.sh), then the coarse 0.1 ps validation and two
+  # 10-step standard runs byte for byte, both with fast2
+  OUT=$L/s12 timeout 160 bash tools/bsp/bte_s12_device.sh > "$L/bte_s12.log" 2>&1; tail -8 "$L/bte_s12.log"
+  timeout 90 $PY -m solver run config/coarse.yaml --out /tmp/val2 --backend cupy --no-progress \
+    --set numerics.bte_kernels=fast2 > "$L/validation_fast2_run.log" 2>&1
+  $PY -m solver bsp validate /tmp/val2 --csv "$L/validation_fast2.csv" > "$L/validate_fast2.log" 2>&1; tail -7 "$L/validate_fast2.log"
+  SC="--set time.steps=10 --set time.t_end_ps=null --set output.checkpoint_every_steps=0 --no-progress --backend cupy"
+  for r in 1 2; do timeout 40 $PY -m solver run config/standard.yaml --out /tmp/rep2_$r $SC --set numerics.bte_kernels=fast2 \
+    > "$L/repeat_fast2_$r.log" 2>&1; done
+  for f in profiles.csv scalars.csv; do cmp /tmp/rep2_1/$f /tmp/rep2_2/$f && echo "standard fast2 $f identical"; done | tee "$L/bitwise.txt"
+  echo "part,mesh,backend,threads,steps,step_ms,bte_ms,dens_ms,iter_ms,newton_per_step" > "$L/summary.csv"
+  ;;
+hybrid)
+  # numerics.contact_rule hybrid on the subthreshold I-V points that do not settle or fault with the
+  # reference rule (docs/iv.md §11-12): V_G -0.2 V / V_DS 0.4 V and -0.3 V / 0.05 V, fresh, the iv study's
+  # settings (coarse mesh, steady criterion, 2.2 ps), one point per GPU, for HYBRID_S seconds (default 500);
+  # each run's scalars (every 20th row, from the checkpoint if it was stopped) and run.json come back
+  # (as the iv study: V_G below -0.2 V starts from a 0.05 ps seed at -0.2 V with a 0.2 ps ramp, docs/iv.md §8)
+  NG=$(nvidia-smi -L | wc -l); i=0
+  M="--set mesh.N_sbn=6 --set mesh.NX=33 --set mesh.NZ=33 --set mesh.NW=150 --set mesh.NPHI=24 --set numerics.contact_rule=hybrid"
+  for pt in "-0.2 0.4" "-0.3 0.05"; do
+    set -- $pt; g=$1; d=$2; n=hyb_vg${g}_vds${d}; gpu=$(( i % NG )); i=$((i + 1))
+    (
+      src=""
+      if [ "$g" != "-0.2" ]; then
+        CUDA_VISIBLE_DEVICES=$gpu timeout 60 $PY -m solver run config/bsp/dgmosfet.yaml --out /tmp/${n}_seed --backend cupy \
+          --no-progress --set bias.V_G=-0.2 --set bias.V_DS=$d --set time.t_end_ps=0.05 --set time.steps=null \
+          --set continuation.save_final_state=true $M > "$L/${n}_seed.log" 2>&1
+        src="--set continuation.init_from=/tmp/${n}_seed --set continuation.ramp_ps=0.2"
+      fi
+      CUDA_VISIBLE_DEVICES=$gpu timeout -s INT -k 15 "${HYBRID_S:-500}" $PY -m solver run config/bsp/dgmosfet.yaml \
+        --out /tmp/$n --backend cupy --no-progress --set bias.V_G=$g --set bias.V_DS=$d --set steady.enabled=true \
+        --set steady.window_ps=0.2 --set steady.rtol=0.005 --set steady.conservation_tol=0.02 --set time.t_end_ps=2.2 \
+        --set time.steps=null --set output.checkpoint_every_steps=1000 $M $src > "$L/$n.log" 2>&1
+    ) &
+  done
+  wait
+  for n in hyb_vg-0.2_vds0.4 hyb_vg-0.3_vds0.05; do
+    $PY tools/bsp/run_scalars.py /tmp/$n "$L/${n}_every20.csv" 20 >> "$L/$n.log" 2>&1
+    cp /tmp/$n/run.json "$L/${n}_run.json" 2>/dev/null; tail -2 "$L/$n.log"
+  done
+  echo "part,mesh,backend,threads,steps,step_ms,bte_ms,dens_ms,iter_ms,newton_per_step" > "$L/summary.csv"
   ;;
 *) echo "unknown part $PART"; exit 2 ;;
 esac
