@@ -190,13 +190,11 @@ class Simulation:
                                                 state=getattr(self, "_iter", None),
                                                 V_start=self._iter_start(s, V_n, stage_V, dt),
                                                 jacobian=jacobian, tail=True)
-                    except poisson.ConvergenceError as exc:
+                    except Exception as exc:
                         if self._defer_check:  # a fault of the stage's density comes first
                             self._check_density(st, s, probe)
-                        raise self._fault(s, "ITER", f"Newton failed ({exc})") from None
-                    except Exception:
-                        if self._defer_check:
-                            self._check_density(st, s, probe)
+                        if isinstance(exc, poisson.ConvergenceError):
+                            raise self._fault(s, "ITER", f"Newton failed ({exc})") from None
                         raise
                     if self._defer_check:  # read with ITER's own host read: no wait of its own
                         self._check_density(st, s, probe)

@@ -977,14 +977,9 @@ def _norms_tail_kernel(Vn, Vo, Nn, No, eps, two_dx, dx, part, d):
 @njit(cache=True)
 def _tail_combine(part):
     """_norms_combine, and the largest max |d eps/dx| of the rows."""
-    m0 = s0 = m1 = s1 = a = 0.0
-    fin = True
+    m0, s0, m1, s1, fin = _norms_combine(part)
+    a = 0.0
     for i in range(part.shape[0]):
-        m0 = _nanmax(m0, part[i, 0])
-        m1 = _nanmax(m1, part[i, 2])
-        s0 += part[i, 1]
-        s1 += part[i, 3]
-        fin = fin and part[i, 4] != 0.0
         a = _nanmax(a, part[i, 5])
     return m0, s0, m1, s1, fin, a
 
