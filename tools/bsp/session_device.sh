@@ -241,11 +241,11 @@ hybrid)
   # reference rule (docs/iv.md §11-12): V_G -0.2 V / V_DS 0.4 V and -0.3 V / 0.05 V, fresh, the iv study's
   # settings (coarse mesh, steady criterion, 2.2 ps), one point per GPU, for HYBRID_S seconds (default 500);
   # each run's scalars (every 20th row, from the checkpoint if it was stopped) and run.json come back
-  # (as the iv study: V_G below -0.2 V starts from a 0.05 ps seed at -0.2 V with a 0.2 ps ramp, docs/iv.md §8)
+  # (HYBRID_GPU: both points on that GPU; as the iv study: V_G below -0.2 V starts from a 0.05 ps seed at -0.2 V with a 0.2 ps ramp, docs/iv.md §8)
   NG=$(nvidia-smi -L | wc -l); i=0
   M="--set mesh.N_sbn=6 --set mesh.NX=33 --set mesh.NZ=33 --set mesh.NW=150 --set mesh.NPHI=24 --set numerics.contact_rule=hybrid"
   for pt in "-0.2 0.4" "-0.3 0.05"; do
-    set -- $pt; g=$1; d=$2; n=hyb_vg${g}_vds${d}; gpu=$(( i % NG )); i=$((i + 1))
+    set -- $pt; g=$1; d=$2; n=hyb_vg${g}_vds${d}; gpu=${HYBRID_GPU:-$(( i % NG ))}; i=$((i + 1))
     (
       src=""
       if [ "$g" != "-0.2" ]; then
