@@ -20,6 +20,7 @@ class PhaseTimer:
         self._gpu = bool(backend is not None and backend.is_gpu)
         self._stack: list[str] = []
         self._pending: list[tuple[str, object, object]] = []  # GPU event pairs of this step
+        self._free: list = []  # GPU events read and free again (a pool: ~57 phases per step, two events each)
         self._step: dict[str, float] = defaultdict(float)
         self.totals: dict[str, float] = defaultdict(float)
         self.calls: dict[str, int] = defaultdict(int)
@@ -35,7 +36,9 @@ class PhaseTimer:
         try:
             if self._gpu:
                 cp = self.backend.xp
-                start, stop = cp.cuda.Event(), cp.cuda.Event()
+                free = self._free
+                start = free.pop() if free else cp.cuda.Event()
+                stop = free.pop() if free else cp.cuda.Event()
                 start.record()
                 yield
                 stop.record()
@@ -55,10 +58,15 @@ class PhaseTimer:
     def _flush(self) -> None:
         if self._pending:
             cp = self.backend.xp
-            self._pending[-1][2].synchronize()
+            self._pending[-1][2].synchronize()  # the last recorded: the events before it on its stream are done
             for key, start, stop in self._pending:
-                stop.synchronize()
-                self._step[key] += cp.cuda.get_elapsed_time(start, stop) * 1e-3
+                try:
+                    ms = cp.cuda.get_elapsed_time(start, stop)
+                except cp.cuda.runtime.CUDARuntimeError:  # not ready (recorded on another stream)
+                    stop.synchronize()
+                    ms = cp.cuda.get_elapsed_time(start, stop)
+                self._step[key] += ms * 1e-3
+                self._free += (start, stop)
             self._pending.clear()
 
     def end_step(self) -> dict[str, float]:

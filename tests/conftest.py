@@ -276,7 +276,14 @@ def emulated_cuda(tmp_path_factory):
     if shutil.which("g++") is None:
         pytest.skip("needs g++ (C++20) to run the CUDA sources on the host")
     fake = fake_cupy(tmp_path_factory.mktemp("cuda_emulation"))
-    return _import_with(fake, ("weno", "rk", "scattering", "eigen", "frechet", "newton", "dense", "iter_graph", "_build"))
+    ns = _import_with(fake, ("weno", "rk", "scattering", "eigen", "frechet", "newton", "dense", "iter_graph", "_build"))
+    # bcr_rhs / bcr_backsub in blocks of 256 emulated threads (an OS thread each) instead of the device's 1024:
+    # a row's sum is the same whatever the warp count (test_emulated_resolve_threads_give_the_same_bits)
+    ns.newton.RESOLVE_THREADS = EMULATED_RESOLVE_THREADS
+    return ns
+
+
+EMULATED_RESOLVE_THREADS = 256
 
 
 class _FakeCapture:

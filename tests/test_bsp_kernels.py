@@ -119,7 +119,8 @@ def test_variant_defaults_are_the_reference_behaviour():
     cfg = load(None, [])
     assert cfg["numerics"]["linsys"] == "auto" and cfg["numerics"]["ipim"] == "a"
     assert cfg["numerics"]["eigen"] == "auto"
-    assert cfg["numerics"]["bte_kernels"] == "fast"  # the issue-13 kernels; exact = the bit-identical baseline
+    assert cfg["numerics"]["bte_kernels"] == "fast2"  # the issue-13 kernels; exact = the bit-identical baseline
+    assert cfg["numerics"]["eigen_division"] == "auto"
     assert cfg["numerics"]["batched_blocks"] == "auto"
     for nz in (33, 65, 127, 129, 257):  # auto: the batched solve at every NZ (measured, performance-iter-next.md 9)
         assert kernels.linsys_variant(model(f"mesh.NZ={nz}")) == "batched_cr", nz

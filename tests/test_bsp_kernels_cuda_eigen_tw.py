@@ -147,13 +147,20 @@ def test_emulated_eigen_twisted_is_the_default(emulated_cuda, rng):
     m = model(*mesh)
     e_prev, _ = ce.eigenvalues_tw(m, V)
     V1 = np.ascontiguousarray(V + 1e-3 * np.abs(V).max() * rng.standard_normal(V.shape))
-    e, Dg = ce.eigenvalues_tw(m, V1, e_prev)
-    chi = ce.ipim_t(m, e, Dg)
+    e, Dg = ce.eigenvalues_tw(m, V1, e_prev, rcp=True)  # numerics.eigen_division auto = reciprocal
+    chi = ce.ipim_t(m, e, Dg, rcp=True, carry=True)
     for v in ("auto", "twisted"):
         for ip in ("a", "b"):
             e2, c2 = ce.eigen(model(*mesh, f"numerics.eigen={v}", f"numerics.ipim={ip}"), None, V1, e_prev)
             np.testing.assert_array_equal(e2, e)
             np.testing.assert_array_equal(c2, chi)
+    ed, Dgd = ce.eigenvalues_tw(m, V1, e_prev)  # divide: the first form
+    e5, c5 = ce.eigen(model(*mesh, "numerics.eigen_division=divide"), None, V1, e_prev)
+    np.testing.assert_array_equal(e5, ed)
+    np.testing.assert_array_equal(c5, ce.ipim_t(m, ed, Dgd))
+    assert not np.array_equal(c5, chi)  # the two forms round differently somewhere
+    assert np.abs(e5 - e).max() <= 16 * np.finfo(float).eps * np.abs(e).max()
+    assert np.abs(c5 - chi).max() <= 1e-12 * np.abs(chi).max()
     e3, c3 = ce.eigen(model(*mesh, "numerics.eigen=newton"), None, V1, e_prev)
     e4, Dg4 = ce.eigenvalues_nr(m, V1, e_prev)
     np.testing.assert_array_equal(e3, e4)
@@ -199,5 +206,7 @@ def test_cuda_twisted_matches_newton(cupy_backend, mesh, rng):
     for _ in range(2):
         e2, Dg2 = eigen.eigenvalues_tw(m, V1, e_prev)
         assert bool(xp.array_equal(e2, e_t)) and bool(xp.array_equal(eigen.ipim_t(m, e_n, Dg_n), ct))
-    e3, c3 = schrodinger.eigen(m, cupy_backend, V1, e_prev)
-    assert bool(xp.array_equal(e3, e_t)) and bool(xp.array_equal(c3, eigen.ipim_t(m, e_t, Dg_t)))
+    e3, c3 = schrodinger.eigen(m, cupy_backend, V1, e_prev)  # the default: eigen_division reciprocal
+    e_r, Dg_r = eigen.eigenvalues_tw(m, V1, e_prev, rcp=True)
+    assert bool(xp.array_equal(e3, e_r)) and bool(xp.array_equal(c3, eigen.ipim_t(m, e_r, Dg_r, rcp=True, carry=True)))
+    assert float(xp.abs(e_r - e_t).max()) <= 16 * np.finfo(float).eps * float(xp.abs(e_t).max())

@@ -667,6 +667,29 @@ def test_emulated_cuda_resolve_with_the_kept_factorization(emulated_cuda, newton
     assert np.abs(x - want).max() <= 1e-12 * np.abs(want).max()
 
 
+def test_emulated_resolve_threads_give_the_same_bits(emulated_cuda, newton_cases, fake_graph_capture, rng, monkeypatch):
+    """bcr_rhs / bcr_backsub sum each row by one warp in a fixed lane order, whatever the warp count: the
+    device's RESOLVE_THREADS (1024) and the emulation's 256 (conftest) give the same x, bit for bit, for a
+    solve and a resolve with the kept factorization."""
+    from tests.conftest import EMULATED_RESOLVE_THREADS
+    cn = emulated_cuda.newton
+    assert EMULATED_RESOLVE_THREADS < 1024
+    m = newton_cases.model("mesh.NX=9", "mesh.NZ=37", "numerics.linsys_graph=false")
+    sysm, F, rhs, bvals, _, _, _ = newton_cases.problem(m, "dirichlet", rng)
+    rhs2 = rng.standard_normal(rhs.shape)
+    out = []
+    for threads in (EMULATED_RESOLVE_THREADS, 1024):
+        monkeypatch.setattr(cn, "RESOLVE_THREADS", threads)
+        m.device_cache.clear()
+        A, b = cn.construct_linsys(m, NP, sysm, F, rhs, bvals)
+        x1 = np.array(cn.solve_linsys(m, NP, sysm, A, b, False))
+        _, b2 = cn.construct_linsys(m, NP, sysm, F, rhs2, bvals)
+        x2 = np.array(cn.solve_linsys(m, NP, sysm, A, b2, True))
+        out.append((x1, x2))
+    assert np.array_equal(out[0][0], out[1][0]) and np.array_equal(out[0][1], out[1][1])
+    assert not np.array_equal(out[0][0], out[0][1])  # the resolve ran on another b
+
+
 def test_reference_solve_reuses_its_lu_only_for_the_same_matrix(newton_cases, rng):
     """poisson.solve_linsys keeps the last SuperLU factorization per system: reuse with the same A
     object substitutes (equal to a fresh factorization to rounding), another A is factored."""

@@ -169,6 +169,13 @@ def eigen_variant(model) -> str:
     return "twisted" if v == "auto" else v
 
 
+def eigen_reciprocal(model) -> bool:
+    """numerics.eigen_division (numerics.eigen = twisted): reciprocal (auto) = eigen_tw.cu's TW_RCP and
+    TW_CARRY (one division per node, the reciprocal kept; ipim_t's x carried in registers), divide =
+    the IEEE divisions of the first form (docs/performance-iter-eigen.md)."""
+    return _numerics(model, "eigen_division", "auto") in ("auto", "reciprocal")
+
+
 def ipim_variant(model) -> str:
     """The ipim kernel of the GPU eigen phase (numerics.ipim)."""
     return _numerics(model, "ipim", "a")
@@ -176,7 +183,7 @@ def ipim_variant(model) -> str:
 
 def bte_variant(model) -> str:
     """The cupy BTE kernels that run (numerics.bte_kernels: fast | fast2 | exact)."""
-    return _numerics(model, "bte_kernels", "fast")
+    return _numerics(model, "bte_kernels", "fast2")
 
 
 def bte_fast(model) -> bool:
@@ -212,7 +219,8 @@ def _variant(model, backend, name: str) -> str | None:
         return f"numerics.linsys={v}"
     if name == "eigen":
         if eigen_variant(model) == "twisted":
-            return "numerics.eigen=twisted (kernels eigenvalues_tw, ipim_t; numerics.ipim not used)"
+            div = "reciprocal" if eigen_reciprocal(model) else "divide"
+            return f"numerics.eigen=twisted, eigen_division={div} (kernels eigenvalues_tw, ipim_t; numerics.ipim not used)"
         return f"numerics.eigen={eigen_variant(model)}, numerics.ipim={ipim_variant(model)}"
     return None
 

@@ -36,7 +36,7 @@ import cupy as cp
 
 from solver.bsp import constants as K
 from solver.bsp import schrodinger
-from solver.bsp.kernels import eigen_variant, f64, ipim_variant
+from solver.bsp.kernels import eigen_reciprocal, eigen_variant, f64, ipim_variant
 from solver.bsp.kernels.cuda import _build
 
 SOURCE = "eigen.cu"
@@ -66,7 +66,8 @@ def modules(model) -> list:
     """(source, options, defines) of the modules ``eigen`` launches for this model (_build.precompile)."""
     n, variant = model.NZ - 2, ipim_variant(model)
     if eigen_variant(model) == "twisted":  # eigenvalues_tw and ipim_t: one module (the same MAXM)
-        return [(TW_SOURCE, OPTIONS, _tw_defines(n, model.N_sbn, TW_IPIM_BLOCK))]
+        r = eigen_reciprocal(model)
+        return [(TW_SOURCE, OPTIONS, _tw_defines(n, model.N_sbn, TW_IPIM_BLOCK, rcp=r, carry=r))]
     out = [(SOURCE, OPTIONS, _defines(n, variant, model.N_sbn))]
     if eigen_variant(model) == "newton":
         out.append(("eigen_nr.cu", OPTIONS, None))
@@ -203,9 +204,10 @@ def eigen(model, backend, V, levels=None):
     ``eigenvalues_tw`` + ``ipim_t`` (numerics.eigen = twisted), else ``eigenvalues_nr`` from
     ``levels`` (newton) or ``eigenvalues`` (bisection), then ``ipim`` (variant numerics.ipim)."""
     v = eigen_variant(model)
-    if v == "twisted":
-        eps, Dg = eigenvalues_tw(model, V, levels)
-        return eps, ipim_t(model, eps, Dg)
+    if v == "twisted":  # numerics.eigen_division: reciprocal = TW_RCP + TW_CARRY
+        r = eigen_reciprocal(model)
+        eps, Dg = eigenvalues_tw(model, V, levels, rcp=r)
+        return eps, ipim_t(model, eps, Dg, rcp=r, carry=r)
     if v == "newton":
         eps, Dg = eigenvalues_nr(model, V, levels)
     else:

@@ -47,7 +47,8 @@ import numpy as np
 import cupy as cp
 
 from solver.bsp import constants as K
-from solver.bsp.kernels import batched_blocks, eigen_variant, f64, ipim_variant, linsys_graph, linsys_variant
+from solver.bsp.kernels import (batched_blocks, eigen_reciprocal, eigen_variant, f64, ipim_variant, linsys_graph,
+                                 linsys_variant)
 from solver.bsp.kernels.cuda import _build
 from solver.bsp.kernels.cuda import eigen as _eigen
 from solver.bsp.kernels.cuda import newton as _newton
@@ -122,6 +123,7 @@ class IterGraph:
         self.eig = _eigen._static(model, n)  # kd, ko, V_c, pivmin
         self.ipim = ipim_variant(model)
         self.eigen = eigen_variant(model)
+        self.reciprocal = eigen_reciprocal(model)
         self._pool, self._stream = self._device()
         P, E = NX * NZ, NX * K.N_VALLEYS * NS
         C = E * NZ
@@ -191,7 +193,7 @@ class IterGraph:
         n = sysm.NZ - 2
         return (self.sysm is sysm and self.bg is bg and self.D0 is _newton._static(model, sysm)[0]
                 and self.eig is _eigen._static(model, n) and self.ipim == ipim_variant(model)
-                and self.eigen == eigen_variant(model)
+                and self.eigen == eigen_variant(model) and self.reciprocal == eigen_reciprocal(model)
                 and self.shape[2] == model.N_sbn)
 
     def _eigen(self, V, levels, eps, chi):
@@ -202,10 +204,12 @@ class IterGraph:
         i32, f8 = np.int32, np.float64
         nt = NX * K.N_VALLEYS * NS
         if self.eigen == "twisted":
-            _build.launch(_eigen._tw_function("eigenvalues_tw", n, NS, _eigen.TW_BLOCK), 2 * nt, _eigen.TW_BLOCK,
+            r = self.reciprocal
+            _build.launch(_eigen._tw_function("eigenvalues_tw", n, NS, _eigen.TW_BLOCK, rcp=r), 2 * nt, _eigen.TW_BLOCK,
                           (V, kd, ko, Vc, levels, f8(pivmin), i32(NX), i32(NZ), i32(NS), i32(1), eps, self.Dg,
                            self.its))
-            _build.launch(_eigen._tw_function("ipim_t", n, NS, _eigen.TW_IPIM_BLOCK), nt, _eigen.TW_IPIM_BLOCK,
+            _build.launch(_eigen._tw_function("ipim_t", n, NS, _eigen.TW_IPIM_BLOCK, rcp=r, carry=r), nt,
+                          _eigen.TW_IPIM_BLOCK,
                           (eps, self.Dg, ko, f8(pivmin), f8(1.0 / math.sqrt(self._dz)), i32(NX), i32(NZ), i32(NS),
                            chi))
             return

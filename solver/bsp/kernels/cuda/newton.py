@@ -53,6 +53,11 @@ _SMEM_SET: set = set()  # gj_inverse builds whose max_dynamic_shared_size_bytes 
 OPTIONS = ("-std=c++14",)
 EXACT = OPTIONS + ("--fmad=false",)  # kernels that give the array code's bits (no a*b + c contraction)
 BLOCK = 256
+# threads per block of bcr_rhs / bcr_backsub (a warp per row of an N x N block, rows strided by the
+# warp count): 32 warps put 2-4 rows on each warp at N = 65-127 instead of 8-16 at 8 warps; each row's
+# loads are a global-memory latency, so the level kernels are latency-bound (ncu: bcr_rhs 17-29 us per
+# level at 256 threads, standard mesh).  A row's sum is the same whatever the warp count: same bits.
+RESOLVE_THREADS = 1024
 
 
 def _static(model, sysm):
@@ -254,7 +259,7 @@ class GaussJordanCR:
         back = self.k["bcr_backsub"]
         for h in [0] + [lv[0] for lv in reversed(self.levels)]:
             ne = 1 if h == 0 else (NX - 1 - h) // (2 * h) + 1
-            back((ne,), (256,), (self.Bw, self.X, self.z, lo, up, b, dirm, i32(NX), i32(h), self.x))
+            back((ne,), (RESOLVE_THREADS,), (self.Bw, self.X, self.z, lo, up, b, dirm, i32(NX), i32(h), self.x))
         return self.x
 
     def resolve(self, lo, up, b, dirm):
@@ -264,9 +269,9 @@ class GaussJordanCR:
         i32 = np.int32
         rhs = self.k["bcr_rhs"]
         for (h, _, _, _, nk), S in zip(self.levels, self.S):
-            rhs((nk,), (256,), (self.Bw, lo, up, b, self.z if S is None else S, i32(self.NX), i32(h), self.z,
+            rhs((nk,), (RESOLVE_THREADS,), (self.Bw, lo, up, b, self.z if S is None else S, i32(self.NX), i32(h), self.z,
                                 self.X, self.R))
-        rhs((1,), (256,), (self.Bw, lo, up, b, self.z, i32(self.NX), i32(0), self.z, self.X, self.R))
+        rhs((1,), (RESOLVE_THREADS,), (self.Bw, lo, up, b, self.z, i32(self.NX), i32(0), self.z, self.X, self.R))
         return self._backsub(lo, up, b, dirm)
 
 
