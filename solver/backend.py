@@ -94,16 +94,26 @@ class HostCopy:
         cp = backend.xp
         a = cp.ascontiguousarray(a)
         self._keep = a  # the source stays alive until the copy is done
-        self._mem = cp.cuda.alloc_pinned_memory(max(a.nbytes, 1))
+        # pinned buffers and events from the backend's pool (a cudaHostAlloc per call costs the host
+        # tens of us; a stage asks once): taken here, given back by result() once the copy is done
+        self._pool = pool = backend._extra.setdefault("host_copy_pool", {})
+        self._nbytes = nbytes = max(a.nbytes, 1)
+        free = pool.get(nbytes)
+        self._mem, self._event = free.pop() if free else (cp.cuda.alloc_pinned_memory(nbytes), cp.cuda.Event())
         self._host = np.frombuffer(self._mem, a.dtype, a.size).reshape(a.shape)
         stream = cp.cuda.get_current_stream()
         cp.cuda.runtime.memcpyAsync(self._host.ctypes.data, a.data.ptr, a.nbytes,
                                     cp.cuda.runtime.memcpyDeviceToHost, stream.ptr)
-        self._event = stream.record()
+        self._event.record(stream)
 
     def result(self) -> np.ndarray:
-        if self._event is not None:
+        if self._event is None:
+            return self._host.copy()
+        if self._keep is not None:  # the first call: wait, keep the values, give the buffer back
             self._event.synchronize()
+            host = self._host.copy()
+            self._pool.setdefault(self._nbytes, []).append((self._mem, self._event))
+            self._host, self._keep = host, None
         return self._host.copy()
 
 

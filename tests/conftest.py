@@ -271,12 +271,13 @@ def _import_with(fake, names):
 @pytest.fixture(scope="session")
 def emulated_cuda(tmp_path_factory):
     """solver.bsp.kernels.cuda (``.TABLE``) and its launchers (``.weno``, ``.rk``, ``.scattering``, ``.eigen``,
-    ``.frechet``, ``.newton``, ``.dense``) imported against the stand-in cupy (``.cupy``): the
+    ``.frechet``, ``.newton``, ``.dense``, ``.iter_graph``, ``.dens``) imported against the stand-in cupy (``.cupy``): the
     Python launchers run the .cu sources compiled for the host."""
     if shutil.which("g++") is None:
         pytest.skip("needs g++ (C++20) to run the CUDA sources on the host")
     fake = fake_cupy(tmp_path_factory.mktemp("cuda_emulation"))
-    ns = _import_with(fake, ("weno", "rk", "scattering", "eigen", "frechet", "newton", "dense", "iter_graph", "_build"))
+    ns = _import_with(fake, ("weno", "rk", "scattering", "eigen", "frechet", "newton", "dense", "iter_graph", "dens",
+                             "_build"))
     # bcr_rhs / bcr_backsub in blocks of 256 emulated threads (an OS thread each) instead of the device's 1024:
     # a row's sum is the same whatever the warp count (test_emulated_resolve_threads_give_the_same_bits)
     ns.newton.RESOLVE_THREADS = EMULATED_RESOLVE_THREADS

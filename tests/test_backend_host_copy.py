@@ -30,3 +30,62 @@ def test_cupy_copy_arrives_after_queued_work():
     # later changes of the device array do not reach a finished copy
     v[0] = 0.0
     assert h.result().tolist() == r.tolist()
+
+
+def _fake_gpu_backend():
+    """A Backend whose xp stands in for CuPy's few calls of HostCopy (host memory as 'device' memory)."""
+    import ctypes
+    import types
+
+    from solver.backend import Backend
+    made = {"pinned": 0, "events": 0}
+
+    class Arr:
+        def __init__(self, a):
+            self.a = np.ascontiguousarray(a, dtype=float)
+            self.nbytes, self.dtype, self.size, self.shape = self.a.nbytes, self.a.dtype, self.a.size, self.a.shape
+            self.data = types.SimpleNamespace(ptr=self.a.ctypes.data)
+
+    class Event:
+        def __init__(self):
+            made["events"] += 1
+
+        def record(self, stream=None):
+            pass
+
+        def synchronize(self):
+            pass
+
+    def alloc_pinned_memory(n):
+        made["pinned"] += 1
+        return bytearray(n)
+
+    def memcpyAsync(dst, src, n, kind, stream):
+        ctypes.memmove(dst, src, n)
+
+    cuda = types.SimpleNamespace(alloc_pinned_memory=alloc_pinned_memory, Event=Event,
+                                 get_current_stream=lambda: types.SimpleNamespace(ptr=0),
+                                 runtime=types.SimpleNamespace(memcpyAsync=memcpyAsync, memcpyDeviceToHost=2))
+    xp = types.SimpleNamespace(cuda=cuda, ascontiguousarray=lambda a: a)
+    return Backend("cupy", xp), Arr, made
+
+
+def test_gpu_copies_reuse_pinned_buffers_once_read():
+    be, Arr, made = _fake_gpu_backend()
+    a, b = Arr([1.0, 2.0]), Arr([3.0, 4.0])
+    h1 = be.to_host_async(a)
+    h2 = be.to_host_async(b)  # h1 not read yet: a buffer of its own
+    assert made["pinned"] == 2
+    assert h1.result().tolist() == [1.0, 2.0] and h2.result().tolist() == [3.0, 4.0]
+    for k in range(5):  # read ones go back to the pool: no new pinned memory or event
+        c = Arr([float(k), -1.0])
+        h = be.to_host_async(c)
+        c.a[0] = 99.0  # after the copy: not seen
+        assert h.result().tolist() == [float(k), -1.0]
+        assert h.result().tolist() == [float(k), -1.0]  # read twice: the same values
+    assert made["pinned"] == 2 and made["events"] == 2
+    h3 = be.to_host_async(Arr([5.0, 6.0]))
+    assert h1.result().tolist() == [1.0, 2.0]  # a result taken before its buffer was reused stays
+    assert h3.result().tolist() == [5.0, 6.0]
+    assert be.to_host_async(Arr([1.0, 2.0, 3.0])).result().tolist() == [1.0, 2.0, 3.0]  # another size
+    assert made["pinned"] == 3

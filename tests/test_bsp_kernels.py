@@ -190,7 +190,9 @@ def test_implementations_numba():
     exact = kernels.implementations(model("numerics.bte_kernels=exact"), be)
     assert exact["WENO_w"] == "solver.bsp.kernels.numba.weno.weno_w"  # no RK fast path: the WENO kernels apart
     assert exact["RK"] == "solver.bsp.bte.rk3_combine"
-    assert impl["RK_wphi"] == "solver.bsp.kernels.numba.rk.stage_update [numerics.bte_kernels=fast]"  # w + phi + RK
+    assert impl["RK_wphi"] == "solver.bsp.kernels.numba.rk.stage_update [numerics.bte_kernels=fast2 (as fast)]"  # the default
+    fast = kernels.implementations(model("numerics.bte_kernels=fast"), be)
+    assert fast["RK_wphi"] == "solver.bsp.kernels.numba.rk.stage_update [numerics.bte_kernels=fast]"  # w + phi + RK
     fast2 = kernels.implementations(model("numerics.bte_kernels=fast2"), be)  # numba runs fast for fast2
     assert fast2["RK_wphi"] == "solver.bsp.kernels.numba.rk.stage_update [numerics.bte_kernels=fast2 (as fast)]"
     assert fast2["WENO_x"] == impl["WENO_x"] and fast2["WENO_w"] == "inside RK_wphi"

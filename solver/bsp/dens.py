@@ -12,6 +12,8 @@ The volume density N(x, z) = 2 sum rho chi^2 lives with the Schroedinger-Poisson
 """
 from __future__ import annotations
 
+from solver.bsp import kernels as _kernels
+
 
 def dens(model, backend, Phi):
     """(rho (NX, 3, N_sbn), PhiHat (NX, 3, N_sbn, NW)) of ``Phi`` (NX, 3, N_sbn, NW, NPHI)."""
@@ -35,3 +37,16 @@ def current_subband(model, backend, Phi):
 def current(model, backend, Phi):
     """Surface current j(x) = 2 sum_{nu,p} int int a1 Phi dw dphi, shape (NX,)."""
     return 2.0 * current_subband(model, backend, Phi).sum(axis=(1, 2))
+
+
+def density_probe(model, backend, rho):
+    """The two numbers of the stage's density check (Simulation._check_density), on their way to the host
+    (Backend.to_host_async; ``.result()``: NumPy [sum_x N_s(x), min_x N_s(x)]), N_s(x) = rho summed over
+    valleys and subbands.  A fast path (``kernels.lookup(..., "density_probe")``, CUDA: one launch) gives
+    the same numbers to rounding (the sum's order)."""
+    fast = _kernels.lookup(model, backend, "density_probe")
+    if fast is not None:
+        return fast(model, backend, rho)
+    xp = backend.xp
+    total = rho.sum(axis=(1, 2))
+    return backend.to_host_async(xp.stack([xp.sum(total), xp.min(total)]))

@@ -255,10 +255,9 @@ class Simulation:
 
     # ------------------------------------------------------------------ faults
     def _density_probe(self, st: State):
-        """The two numbers _check_density needs (sum and minimum of N_s(x)), on their way to the host."""
-        xp = self.xp
-        total = st.rho.sum(axis=(1, 2))
-        return total, self.backend.to_host_async(xp.stack([xp.sum(total), xp.min(total)]))
+        """The two numbers _check_density needs (sum and minimum of N_s(x)), on their way to the host
+        (dens.density_probe; cupy: one launch)."""
+        return dens.density_probe(self.model, self.backend, st.rho)
 
     def _check_density(self, st: State, stage: int, probe=None) -> None:
         """NaN or Inf in Phi reaches rho = DENS(Phi) (a weighted sum over w and phi), so the small
@@ -271,14 +270,14 @@ class Simulation:
         work hides that host time instead).  A faulty density is then still reported as the
         stage's DENS or BTE fault, before any ITER result is used; only ITER's work is wasted."""
         xp = self.xp
-        total, values = probe if probe is not None else self._density_probe(st)
+        values = probe if probe is not None else self._density_probe(st)
         rho_sum, low = (float(v) for v in values.result())
         if not math.isfinite(rho_sum):  # one host read per stage for both checks
             if not math.isfinite(float(xp.sum(st.Phi))):
                 raise self._fault(stage, "BTE", "Phi holds NaN or Inf")
             raise self._fault(stage, "DENS", "the density rho holds NaN or Inf")
         if low < 0:
-            i = int(xp.argmin(total))
+            i = int(xp.argmin(st.rho.sum(axis=(1, 2))))
             raise self._fault(stage, "DENS", f"negative density (N_s summed over valleys and subbands = {low:.3e} "
                                              f"at x node {i})")
 

@@ -60,6 +60,7 @@ REFERENCE = {
     "linsys_rhs": "solver.bsp.poisson.linsys_rhs",  # construct_linsys's b alone (kept Jacobian)
     # one kept-Jacobian Newton iteration of POTENTIAL (cupy: one CUDA graph replay, numerics.iter_graph)
     "newton_iteration": "solver.bsp.poisson.newton_iteration",
+    "density_probe": "solver.bsp.dens.density_probe",  # the stage's density check numbers (cupy: one launch)
 }
 PHASES = tuple(REFERENCE)
 FAST_ONLY = frozenset({"RK", "RK_wphi", "overlap"})  # fast paths that run only with numerics.bte_kernels: fast (or fast2)

@@ -21,6 +21,7 @@ phases stay on the array reference).
                      batched_inverse.cu    (batched_cr: numerics.linsys_graph, numerics.batched_blocks)
     iter_graph.py  + iter_graph.cu         newton_iteration (numerics.iter_graph): POTENTIAL's kept-Jacobian
                                            Newton iteration replayed from a CUDA graph (density by iter_density)
+    dens.py        + dens.cu               density_probe (the stage's density check numbers, one launch)
     _cublas.py     (cuBLAS via ctypes)     batched LU solve and GEMM inside newton.BatchedGraph's capture
     dense.py       (cuSOLVER)              the dense Newton system (numerics.linsys: dense, the baseline)
     (solver/bsp/blocktri_batched.py: the batched block solve of numerics.linsys: batched_cr, array code)
@@ -29,7 +30,7 @@ from __future__ import annotations
 
 import cupy  # noqa: F401  (no CuPy: no fast paths)
 
-from solver.bsp.kernels.cuda import eigen, frechet, iter_graph, newton, rk, scattering, weno
+from solver.bsp.kernels.cuda import dens, eigen, frechet, iter_graph, newton, rk, scattering, weno
 
 def startup_modules(model) -> list:
     """(source, options, defines) of the modules of the start-up's fast paths (INITCOND and
@@ -59,4 +60,5 @@ TABLE = {
     "iter_start": newton.iter_start,
     "linsys_rhs": newton.linsys_rhs,
     "newton_iteration": iter_graph.newton_iteration,
+    "density_probe": dens.density_probe,
 }

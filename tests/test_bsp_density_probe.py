@@ -1,0 +1,82 @@
+"""dens.density_probe, the numbers of the stage's density check (Simulation._check_density): the array
+reference, and the CUDA fast path (kernel density_probe, dens.cu) run on the host through the g++
+emulation and on the device: the sum to rounding, the minimum exactly, NaN / Inf / negative cases."""
+import numpy as np
+import pytest
+
+from solver.backend import get_backend
+from solver.bsp import dens
+from solver.bsp.model import Model, load
+
+NP = get_backend("numpy")
+
+
+def _model():
+    return Model(load(None, []))
+
+
+def _cases(rng, NX=65, NS=6):
+    rho = rng.uniform(0.1, 2.0, (NX, 3, NS))
+    if NX < 41:
+        return {"healthy": rho}
+    neg = rho.copy()
+    neg[17, 1, 1] = -50.0  # a negative N_s(x) at x = 17
+    nan = rho.copy()
+    nan[3, 0, 0] = np.nan
+    inf = rho.copy()
+    inf[40, 2, NS - 1] = np.inf
+    return {"healthy": rho, "negative": neg, "nan": nan, "inf": inf}
+
+
+def _want(rho):
+    total = rho.sum(axis=(1, 2))
+    return total.sum(), total.min()
+
+
+def test_reference_probe_gives_the_sum_and_the_minimum(rng):
+    m = _model()
+    for name, rho in _cases(rng).items():
+        s, lo = dens.density_probe(m, NP, rho).result()
+        ws, wl = _want(rho)
+        if name in ("nan", "inf"):
+            assert not np.isfinite(s), name
+        else:
+            assert s == ws and lo == wl, name
+    assert dens.density_probe(m, NP, _cases(rng)["negative"]).result()[1] < 0
+
+
+@pytest.mark.parametrize("NX", [1, 5, 65, 300, 513])
+def test_emulated_cuda_probe_matches_the_reference(emulated_cuda, rng, NX):
+    m = _model()
+    for name, rho in _cases(rng, NX=NX, NS=4 if NX != 65 else 6).items():
+        s, lo = emulated_cuda.dens.density_probe(m, NP, rho).result()
+        ws, wl = _want(rho)
+        if name in ("nan", "inf"):
+            assert not np.isfinite(s), name
+            continue
+        assert abs(s - ws) <= 1e-14 * abs(ws), (name, s, ws)
+        # N_s(x) summed over k in order: the minimum is the reference's per-x sum in that order
+        assert lo == min(sum(rho[x].ravel()[k] for k in range(rho[x].size)) for x in range(NX)), name
+        if name == "negative":
+            assert lo < 0
+
+
+def test_cupy_table_has_the_probe():
+    from solver.bsp import kernels
+    assert kernels.REFERENCE["density_probe"] == "solver.bsp.dens.density_probe"
+
+
+@pytest.mark.gpu
+def test_cuda_probe_matches_the_reference_and_repeats(rng):
+    be = get_backend("cupy")
+    cp = be.xp
+    m = Model(load(None, ["numerics.backend=cupy"]))
+    for name, rho in _cases(rng).items():
+        out = [dens.density_probe(m, be, cp.asarray(rho)).result() for _ in range(3)]
+        assert all(np.array_equal(o, out[0], equal_nan=True) for o in out), name  # bitwise, pool reused
+        s, lo = out[0]
+        ws, wl = _want(rho)
+        if name in ("nan", "inf"):
+            assert not np.isfinite(s), name
+        else:
+            assert abs(s - ws) <= 1e-14 * abs(ws) and abs(lo - wl) <= 1e-14 * abs(wl), name
