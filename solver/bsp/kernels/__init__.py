@@ -36,6 +36,8 @@ newton.py runs it (construct kernel + the batched solve), and ``auto`` selects i
 """
 from __future__ import annotations
 
+import numpy as np
+
 from solver.dispatch import Registry
 
 # phase name -> the array reference function (module.function)
@@ -81,7 +83,11 @@ REGISTRY = Registry("bsp", {"cupy": _cupy, "numba": _numba})
 
 
 def f64(xp, a):
-    """``a`` as a C-contiguous float64 array of ``xp`` (NumPy or CuPy): the kernels' input form."""
+    """``a`` as a C-contiguous float64 array of ``xp`` (NumPy or CuPy): the kernels' input form.  An
+    array that already is one is returned as it is (as the conversion would), without the two calls
+    (~4 us of host time each on the GPU; ~90 per step)."""
+    if type(a) is getattr(xp, "ndarray", None) and a.dtype == np.float64 and a.ndim and a.flags.c_contiguous:
+        return a
     return xp.ascontiguousarray(xp.asarray(a, dtype=xp.float64))
 
 
