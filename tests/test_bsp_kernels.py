@@ -30,7 +30,7 @@ def rel(a, b):
 def test_phases_are_the_papers_names():
     assert kernels.PHASES == ("WENO_x", "WENO_w", "WENO_phi", "scat_gain", "scat_loss", "RK", "RK_wphi", "overlap", "eigen",
                               "Frechet", "construct_linsys", "solve_linsys", "newton_rhs", "newton_norms", "deps_dx",
-                              "newton_norms_tail", "iter_start", "linsys_rhs", "newton_iteration")
+                              "newton_norms_tail", "iter_start", "linsys_rhs", "newton_iteration", "density_probe")
     with pytest.raises(KeyError, match="no BSP phase 'gain'"):
         kernels.lookup(model(), NP_BE, "gain")
 
@@ -204,12 +204,19 @@ def test_implementations_cupy_behind_a_stand_in(emulated_cuda, monkeypatch):
     be = type("B", (), {"name": "cupy"})()
     impl = kernels.implementations(model("mesh.NZ=65", "numerics.ipim=b"), be)
     assert list(impl) == list(kernels.PHASES)
-    assert impl["WENO_x"] == "solver.bsp.kernels.cuda.weno.weno_x [numerics.bte_kernels=fast]"
+    assert impl["WENO_x"] == "solver.bsp.kernels.cuda.weno.weno_x [numerics.bte_kernels=fast2 (as fast)]"  # the default
     assert impl["RK"] == impl["WENO_w"] == impl["WENO_phi"] == "inside RK_wphi"
-    assert impl["RK_wphi"] == "solver.bsp.kernels.cuda.rk.stage_update [numerics.bte_kernels=fast]"
+    assert impl["RK_wphi"] == "solver.bsp.kernels.cuda.rk.stage_update [numerics.bte_kernels=fast2]"
+    fast = kernels.implementations(model("numerics.bte_kernels=fast"), be)
+    assert fast["WENO_x"] == "solver.bsp.kernels.cuda.weno.weno_x [numerics.bte_kernels=fast]"
+    assert fast["RK_wphi"] == "solver.bsp.kernels.cuda.rk.stage_update [numerics.bte_kernels=fast]"
     assert impl["scat_gain"] == "solver.bsp.kernels.cuda.scattering.scat_gain"
-    assert impl["eigen"] == ("solver.bsp.kernels.cuda.eigen.eigen [numerics.eigen=twisted (kernels eigenvalues_tw, "
-                             "ipim_t; numerics.ipim not used)]")
+    assert impl["density_probe"] == "solver.bsp.kernels.cuda.dens.density_probe"
+    assert impl["eigen"] == ("solver.bsp.kernels.cuda.eigen.eigen [numerics.eigen=twisted, eigen_division=reciprocal "
+                             "(kernels eigenvalues_tw, ipim_t; numerics.ipim not used)]")
+    div = kernels.implementations(model("mesh.NZ=65", "numerics.eigen_division=divide"), be)
+    assert div["eigen"] == ("solver.bsp.kernels.cuda.eigen.eigen [numerics.eigen=twisted, eigen_division=divide "
+                            "(kernels eigenvalues_tw, ipim_t; numerics.ipim not used)]")
     nr = kernels.implementations(model("mesh.NZ=65", "numerics.ipim=b", "numerics.eigen=newton"), be)
     assert nr["eigen"] == "solver.bsp.kernels.cuda.eigen.eigen [numerics.eigen=newton, numerics.ipim=b]"
     assert impl["solve_linsys"] == ("solver.bsp.kernels.cuda.newton.solve_linsys [numerics.linsys=batched_cr, "
