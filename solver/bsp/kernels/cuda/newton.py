@@ -62,7 +62,7 @@ def resolve_grid(fn, tasks: int, threads: int = RESOLVE_THREADS):
     most the SM count, so that every block fits an SM of its own and all are resident at once (the
     kernel's grid barrier needs it)."""
     nt = max(32, min(threads, fn.max_threads_per_block) // 32 * 32)
-    sms = cp.cuda.Device().attributes["MultiProcessorCount"]
+    sms = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)["multiProcessorCount"]
     return max(1, min(sms, -(-tasks // (nt // 32)))), nt
 
 
