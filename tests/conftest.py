@@ -88,9 +88,14 @@ def shared_dir():
 # A .cu source compiled with g++ for the host: blocks run one after another; a kernel that
 # synchronises (__syncthreads, warp intrinsics) runs one OS thread per CUDA thread (__syncthreads =
 # std::barrier, __shared__ = static: shared by the threads of the running block, __shfl_xor_sync and
-# __reduce_max_sync through a per-warp buffer), any other kernel runs its threads in a loop.
+# __reduce_max_sync through a per-warp buffer), any other kernel runs its threads in a loop.  A kernel
+# that calls grid_barrier (a persistent kernel whose blocks wait for each other: batched_cr.cu
+# bcr_resolve) runs ALL its blocks' threads at once (each block its own barriers; such a kernel has no
+# __shared__ memory, which would be shared by every block here); atomicAdd / atomicExch are std::atomic_ref
+# operations, __threadfence a sequentially consistent fence, and the spin wait yields (BCR_SPIN_PAUSE).
 # -ffp-contract=off like the device's --fmad=false: no a*b + c contraction.
 _STUB = r"""
+#include <atomic>
 #include <barrier>
 #include <thread>
 #include <vector>
@@ -110,9 +115,13 @@ static dim3_ blockDim;
 #define __constant__ static
 struct double2 { double x, y; };
 #define __restrict__
-static std::barrier<>* g_bar;
+static thread_local std::barrier<>* g_bar;
 struct WarpX { std::barrier<>* bar; double dv[32]; int iv[32]; unsigned uv[32]; };
-static WarpX* g_warps;
+static thread_local WarpX* g_warps;
+static inline unsigned atomicAdd(unsigned* p, unsigned v) { return std::atomic_ref<unsigned>(*p).fetch_add(v); }
+static inline unsigned atomicExch(unsigned* p, unsigned v) { return std::atomic_ref<unsigned>(*p).exchange(v); }
+static inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
+#define BCR_SPIN_PAUSE() std::this_thread::yield()
 static inline void __syncthreads() { g_bar->arrive_and_wait(); }
 template <class T> static inline T shfl_(T v, int off, T* buf) {
   WarpX& W = g_warps[threadIdx.x / 32]; int l = threadIdx.x % 32;
@@ -130,15 +139,37 @@ _THREADED = r"""
 extern "C" void run_{name}(int gx, int bx, {decl}) {{
   blockDim.x = bx;
   for (int g = 0; g < gx; ++g) {{
-    std::barrier<> bar(bx); g_bar = &bar;
+    std::barrier<> bar(bx);
     std::vector<WarpX> warps((bx + 31) / 32);
     for (auto& w : warps) w.bar = new std::barrier<>(32);
-    g_warps = warps.data();
+    WarpX* wp = warps.data();
     std::vector<std::thread> th;
-    for (int l = 0; l < bx; ++l) th.emplace_back([=] {{ threadIdx.x = l; blockIdx.x = g; {name}({call}); }});
+    for (int l = 0; l < bx; ++l)
+      th.emplace_back([=, &bar] {{ g_bar = &bar; g_warps = wp; threadIdx.x = l; blockIdx.x = g; {name}({call}); }});
     for (auto& t : th) t.join();
     for (auto& w : warps) delete w.bar;
   }}
+}}
+"""
+
+_CONCURRENT = r"""
+extern "C" void run_{name}(int gx, int bx, {decl}) {{
+  blockDim.x = bx;
+  std::vector<std::barrier<>*> bars;
+  std::vector<std::vector<WarpX>> warps(gx);
+  for (int g = 0; g < gx; ++g) {{
+    bars.push_back(new std::barrier<>(bx));
+    warps[g].resize((bx + 31) / 32);
+    for (auto& w : warps[g]) w.bar = new std::barrier<>(32);
+  }}
+  std::vector<std::thread> th;
+  for (int g = 0; g < gx; ++g) {{
+    std::barrier<>* bp = bars[g]; WarpX* wp = warps[g].data();
+    for (int l = 0; l < bx; ++l)
+      th.emplace_back([=] {{ g_bar = bp; g_warps = wp; threadIdx.x = l; blockIdx.x = g; {name}({call}); }});
+  }}
+  for (auto& t : th) t.join();
+  for (int g = 0; g < gx; ++g) {{ delete bars[g]; for (auto& w : warps[g]) delete w.bar; }}
 }}
 """
 
@@ -152,12 +183,14 @@ extern "C" void run_{name}(int gx, int bx, {decl}) {{
 
 _KERNEL = re.compile(r"__global__\s+void\s+(?:__launch_bounds__\s*\([^)]*\)\s+)?(\w+)\s*\(([^)]*)\)")
 _SYNC = re.compile(r"__syncthreads|_sync\s*\(")
-_DTYPE = {"double": np.float64, "int": np.int32, "unsigned char": np.uint8}
+_GRID = re.compile(r"\bgrid_barrier\s*\(")
+_DTYPE = {"double": np.float64, "int": np.int32, "unsigned char": np.uint8, "unsigned": np.uint32}
 
 
 def _kernels(code, defines):
-    """{kernel name: (params [(declaration, name, element type or scalar type, is pointer)], synchronises)}
-    of the source as the preprocessor leaves it with ``defines``."""
+    """{kernel name: (params [(declaration, name, element type or scalar type, is pointer)], synchronises:
+    False, True, or "grid" for a kernel that calls grid_barrier)} of the source as the preprocessor leaves
+    it with ``defines``."""
     r = subprocess.run(["g++", "-E", "-P", "-x", "c++", *defines, "-"], input=code, capture_output=True, text=True,
                        check=True)
     code = r.stdout
@@ -178,7 +211,8 @@ def _kernels(code, defines):
             if depth == 0:
                 break
             j += 1
-        out[m.group(1)] = (params, bool(_SYNC.search(code[i:j])))
+        body = code[i:j]
+        out[m.group(1)] = (params, "grid" if _GRID.search(body) else bool(_SYNC.search(body)))
     return out
 
 
@@ -187,7 +221,7 @@ def fake_cupy(tmp: Path):
     with g++ and launches the host build.  ``fake.compiled`` lists (code, options) of every module."""
     cp = types.ModuleType("cupy")
     for k in ("asarray", "ascontiguousarray", "empty", "empty_like", "zeros", "arange", "diagonal",
-              "float64", "int32", "uint8", "linalg", "concatenate", "broadcast_to", "eye", "matmul", "where"):
+              "float64", "int32", "uint8", "uint32", "linalg", "concatenate", "broadcast_to", "eye", "matmul", "where"):
         setattr(cp, k, getattr(np, k))
     cp.asnumpy = np.asarray
     cp.cublas = types.SimpleNamespace(batched_gesv=np.linalg.solve)  # LU with partial pivoting per block
@@ -202,7 +236,8 @@ def fake_cupy(tmp: Path):
             for name, (params, sync) in self.kernels.items():
                 decl = ", ".join(p for p, _, _, _ in params)
                 call = ", ".join(n for _, n, _, _ in params)
-                wrappers.append((_THREADED if sync else _SEQUENTIAL).format(name=name, decl=decl, call=call))
+                wrapper = _CONCURRENT if sync == "grid" else _THREADED if sync else _SEQUENTIAL
+                wrappers.append(wrapper.format(name=name, decl=decl, call=call))
             text = _STUB + code + "\n" + "\n".join(wrappers)
             h = hashlib.sha1((text + " ".join(defines)).encode()).hexdigest()[:16]
             cpp, so = tmp / f"k{h}.cpp", tmp / f"k{h}.so"
@@ -280,11 +315,14 @@ def emulated_cuda(tmp_path_factory):
                              "_build"))
     # bcr_rhs / bcr_backsub in blocks of 256 emulated threads (an OS thread each) instead of the device's 1024:
     # a row's sum is the same whatever the warp count (test_emulated_resolve_threads_give_the_same_bits)
-    ns.newton.RESOLVE_THREADS = EMULATED_RESOLVE_THREADS
+    ns.newton.LEVEL_THREADS = EMULATED_LEVEL_THREADS
+    # the fused resolve's grid (the device's: up to one 1024-thread block per SM): here at most 3 blocks
+    # of 2 warps, run concurrently (conftest _CONCURRENT), the phases' tasks spread over 6 warps
+    ns.newton.resolve_grid = lambda fn, tasks, threads=64: (max(1, min(3, -(-tasks // 2))), 64)
     return ns
 
 
-EMULATED_RESOLVE_THREADS = 256
+EMULATED_LEVEL_THREADS = 256
 
 
 class _FakeCapture:

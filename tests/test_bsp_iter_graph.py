@@ -70,7 +70,10 @@ def test_implementations_cupy_record_iter_graph(emulated_cuda, monkeypatch):
     be = types.SimpleNamespace(name="cupy")
     on = kernels.implementations(Model(load(None, [])), be)["newton_iteration"]
     assert on == ("solver.bsp.kernels.cuda.iter_graph.newton_iteration [numerics.iter_graph=true; its iterations "
-                  "time ITER only: eigen, Frechet, construct_linsys and solve_linsys are not timed apart there]")
+                  "time ITER only: eigen, Frechet, construct_linsys and solve_linsys are not timed apart there; "
+                  "numerics.resolve=fused]")
+    lv = kernels.implementations(Model(load(None, ["numerics.resolve=levels"])), be)["newton_iteration"]
+    assert lv.endswith("not timed apart there; numerics.resolve=levels]")
     off = kernels.implementations(Model(load(None, ["numerics.iter_graph=false"])), be)["newton_iteration"]
     assert off == "solver.bsp.poisson.newton_iteration"
     assert kernels.lookup(Model(load(None, [])), be, "newton_iteration") is emulated_cuda.iter_graph.newton_iteration

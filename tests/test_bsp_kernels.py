@@ -98,7 +98,7 @@ def test_a_broken_fast_path_module_fails_loudly(monkeypatch, tmp_path, stub_cupy
 
 @pytest.mark.parametrize("key,value", [("numerics.linsys", "thomas"), ("numerics.ipim", "c"),
                                        ("numerics.eigen", "jacobi"), ("numerics.linsys", "block_cr"),
-                                       ("numerics.bte_kernels", "bitwise")])
+                                       ("numerics.bte_kernels", "bitwise"), ("numerics.resolve", "persistent")])
 def test_bad_variant_is_a_one_line_config_error(key, value):
     extra = ["mesh.NZ=129", "numerics.backend=cupy"] if value == "block_cr" else []
     with pytest.raises(ConfigError) as exc:
@@ -220,7 +220,10 @@ def test_implementations_cupy_behind_a_stand_in(emulated_cuda, monkeypatch):
     nr = kernels.implementations(model("mesh.NZ=65", "numerics.ipim=b", "numerics.eigen=newton"), be)
     assert nr["eigen"] == "solver.bsp.kernels.cuda.eigen.eigen [numerics.eigen=newton, numerics.ipim=b]"
     assert impl["solve_linsys"] == ("solver.bsp.kernels.cuda.newton.solve_linsys [numerics.linsys=batched_cr, "
-                                    "numerics.linsys_graph=true, numerics.batched_blocks=gauss_jordan]")
+                                    "numerics.linsys_graph=true, numerics.batched_blocks=gauss_jordan, "
+                                    "numerics.resolve=fused]")
+    lv = kernels.implementations(model("mesh.NZ=65", "numerics.resolve=levels"), be)
+    assert lv["solve_linsys"].endswith("numerics.batched_blocks=gauss_jordan, numerics.resolve=levels]")
     assert impl["construct_linsys"].endswith("[numerics.linsys=batched_cr]")
     cr = kernels.implementations(model("mesh.NZ=65", "numerics.linsys=block_cr"), be)
     assert cr["solve_linsys"] == "solver.bsp.kernels.cuda.newton.solve_linsys [numerics.linsys=block_cr]"
@@ -233,7 +236,8 @@ def test_implementations_cupy_behind_a_stand_in(emulated_cuda, monkeypatch):
     nograph = kernels.implementations(model("mesh.NZ=129", "numerics.linsys_graph=false",
                                             "numerics.batched_blocks=gauss_jordan"), be)
     assert nograph["solve_linsys"].endswith(
-        "[numerics.linsys=batched_cr, numerics.linsys_graph=false, numerics.batched_blocks=gauss_jordan]")
+        "[numerics.linsys=batched_cr, numerics.linsys_graph=false, numerics.batched_blocks=gauss_jordan, "
+        "numerics.resolve=fused]")
     assert big["eigen"].endswith("[numerics.eigen=bisection, numerics.ipim=a]")
     dense = kernels.implementations(model("mesh.NZ=129", "numerics.linsys=dense"), be)
     assert dense["construct_linsys"].endswith("[numerics.linsys=dense]")

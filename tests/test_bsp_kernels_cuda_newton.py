@@ -669,17 +669,17 @@ def test_emulated_cuda_resolve_with_the_kept_factorization(emulated_cuda, newton
 
 def test_emulated_resolve_threads_give_the_same_bits(emulated_cuda, newton_cases, fake_graph_capture, rng, monkeypatch):
     """bcr_rhs / bcr_backsub sum each row by one warp in a fixed lane order, whatever the warp count: the
-    device's RESOLVE_THREADS (1024) and the emulation's 256 (conftest) give the same x, bit for bit, for a
+    device's LEVEL_THREADS (1024) and the emulation's 256 (conftest) give the same x, bit for bit, for a
     solve and a resolve with the kept factorization."""
-    from tests.conftest import EMULATED_RESOLVE_THREADS
+    from tests.conftest import EMULATED_LEVEL_THREADS
     cn = emulated_cuda.newton
-    assert EMULATED_RESOLVE_THREADS < 1024
-    m = newton_cases.model("mesh.NX=9", "mesh.NZ=37", "numerics.linsys_graph=false")
+    assert EMULATED_LEVEL_THREADS < 1024
+    m = newton_cases.model("mesh.NX=9", "mesh.NZ=37", "numerics.linsys_graph=false", "numerics.resolve=levels")
     sysm, F, rhs, bvals, _, _, _ = newton_cases.problem(m, "dirichlet", rng)
     rhs2 = rng.standard_normal(rhs.shape)
     out = []
-    for threads in (EMULATED_RESOLVE_THREADS, 1024):
-        monkeypatch.setattr(cn, "RESOLVE_THREADS", threads)
+    for threads in (EMULATED_LEVEL_THREADS, 1024):
+        monkeypatch.setattr(cn, "LEVEL_THREADS", threads)
         m.device_cache.clear()
         A, b = cn.construct_linsys(m, NP, sysm, F, rhs, bvals)
         x1 = np.array(cn.solve_linsys(m, NP, sysm, A, b, False))

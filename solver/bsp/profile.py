@@ -640,6 +640,7 @@ NCU_KERNELS = {
     "bcr_update": ("ITER", "solve_linsys", "", None),
     "bcr_backsub": ("ITER", "solve_linsys", "", None),
     "bcr_rhs": ("ITER", "solve_linsys", "", None),  # the resolve with the kept factorization
+    "bcr_resolve": ("ITER", "solve_linsys", "", None),  # the same resolve in one launch (numerics.resolve fused)
     "newton_rhs": ("ITER", "newton_rhs", "", None),
     "newton_norms": ("ITER", "newton_norms", "", None),  # with the stage tail (deps_dx) on cupy
     "iter_start": ("ITER", "iter_start", "", None),

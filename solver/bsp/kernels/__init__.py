@@ -16,7 +16,8 @@ A fast path has the name of the reference function it replaces, takes exactly it
 returns the same result (to rounding).  Only a missing CuPy or numba means "no fast path"; any
 other import error fails loudly.  ``numerics.kernels``: ``auto`` (default) = the fast path where
 one exists, ``array`` = the array reference everywhere (the test oracle).  Variants are schema
-keys (``numerics.linsys``, ``numerics.linsys_graph``, ``numerics.iter_graph``, ``numerics.batched_blocks``, ``numerics.eigen``,
+keys (``numerics.linsys``, ``numerics.linsys_graph``, ``numerics.iter_graph``, ``numerics.batched_blocks``,
+``numerics.resolve``, ``numerics.eigen``,
 ``numerics.ipim``, ``numerics.bte_kernels``: they
 choose among the CUDA kernels); ``implementations`` says, per phase, which function and variant run
 (written into run.json).  ``RK`` (the stage update fused with the loss product, the sum of the terms
@@ -170,6 +171,14 @@ def batched_blocks(model) -> str:
     return v
 
 
+def resolve_variant(model) -> str:
+    """numerics.resolve: GaussJordanCR's resolve with the kept factorization (cupy, batched_blocks
+    gauss_jordan): levels = kernels bcr_rhs / bcr_backsub per level (2 log2(NX) + 2 launches), fused =
+    the persistent kernel bcr_resolve (one launch, the same bits); auto = fused."""
+    v = _numerics(model, "resolve", "auto")
+    return "fused" if v == "auto" else v
+
+
 def eigen_variant(model) -> str:
     """The eigenvalue kernel of the GPU eigen phase (numerics.eigen; auto = twisted)."""
     v = _numerics(model, "eigen", "auto")
@@ -212,8 +221,9 @@ def _variant(model, backend, name: str) -> str | None:
     if name in FAST_ONLY:  # gated by bte_kernels on every backend that has it
         return _bte_label(model, backend, name)
     if name == "newton_iteration":
-        return ("numerics.iter_graph=true; its iterations time ITER only: eigen, Frechet, construct_linsys "
-                "and solve_linsys are not timed apart there")
+        out = ("numerics.iter_graph=true; its iterations time ITER only: eigen, Frechet, construct_linsys "
+               "and solve_linsys are not timed apart there")
+        return out + (f"; numerics.resolve={resolve_variant(model)}" if backend.name == "cupy" else "")
     if backend.name != "cupy":  # the variant keys choose among the CUDA kernels, except batched_cr
         return "numerics.linsys=batched_cr" if _array_variant(model, name) is not None else None
     if name in BTE_VARIANT_PHASES:
@@ -221,8 +231,11 @@ def _variant(model, backend, name: str) -> str | None:
     if name in ("construct_linsys", "solve_linsys"):
         v = linsys_variant(model)
         if v == "batched_cr" and name == "solve_linsys":
-            return (f"numerics.linsys={v}, numerics.linsys_graph={str(linsys_graph(model)).lower()}, "
-                    f"numerics.batched_blocks={batched_blocks(model)}")
+            out = (f"numerics.linsys={v}, numerics.linsys_graph={str(linsys_graph(model)).lower()}, "
+                   f"numerics.batched_blocks={batched_blocks(model)}")
+            if batched_blocks(model) == "gauss_jordan":
+                out += f", numerics.resolve={resolve_variant(model)}"
+            return out
         return f"numerics.linsys={v}"
     if name == "eigen":
         if eigen_variant(model) == "twisted":

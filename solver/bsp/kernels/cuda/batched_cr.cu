@@ -208,3 +208,152 @@ extern "C" __global__ void __launch_bounds__(1024) bcr_backsub(
         if (lane == 0) x[gidx] = dir[gidx] ? b[gidx] : v;
     }
 }
+
+// ------------------------------------------------------------------ the resolve in one launch
+// bcr_resolve (numerics.resolve = fused): GaussJordanCR.resolve's 2 log2(NX) + 2 launches of bcr_rhs and
+// bcr_backsub as ONE persistent launch of nb thread blocks, nb <= the SM count with one block fitting an
+// SM alone (GaussJordanCR chooses it), so all blocks are resident at once and the phases are ordered by a
+// grid barrier on the global counter bar (integer atomics only; zero before the launch, reset to zero by
+// the last block to leave: graph replays start from zero).  Each row of a block matrix-vector product is
+// one warp task (a warp per row, the lanes over q in the order of bcr_matvec and bcr_backsub, the
+// same shuffle reduction, lane 0's sum stored), the tasks of a phase spread over all warps of the grid:
+// every stored value is computed by the same operations in the same order as by the level kernels (the
+// same bits).  Phases, with a grid barrier after each (data written by one block is read by others after
+// it; those arrays are read through plain loads, never the read-only path):
+//   per level h = 1, 2, 4, ... (< NX):
+//     A(h)  eliminated columns e = h + 2 h m:  y_e = B_e^-1 r_e (r_e = b_e at h = 1, R[e][:, 2N] after),
+//           into z[e] (h = 1) or X[e][:, 2N] (bcr_rhs stores the same y as its right neighbour's);
+//     B(h)  kept columns k = 2 h m:  h = 1: R[k][:, 2N] = b_k - lo_k y_{k-1} - up_k y_{k+1} (a thread
+//           per row); h >= 2: R[k][:, 2N] -= A_k y_{k-h} + C_k y_{k+h} (A_k, C_k in S, the levels'
+//           S arrays one after the other in S);
+//   C     column 0: z_0 = B_0^-1 R[0][:, 2N] and x_0 (bcr_backsub at h = 0: z_0 - 0 or b);
+//   per level h = top, ..., 2, 1: the back substitution of bcr_backsub.
+// No shared memory (the CPU emulation runs this kernel's blocks concurrently, tests/conftest.py).
+#ifndef BCR_SPIN_PAUSE
+#define BCR_SPIN_PAUSE()
+#endif
+
+// All blocks wait until every block has arrived ``target`` / nb times (target grows by nb per call).
+__device__ void grid_barrier(unsigned* bar, const unsigned nb, unsigned& target)
+{
+    __syncthreads();
+    target += nb;
+    if (threadIdx.x == 0) {
+        __threadfence();
+        atomicAdd(bar, 1u);
+        while (*(volatile unsigned*)bar < target) BCR_SPIN_PAUSE();
+        __threadfence();
+    }
+    __syncthreads();
+}
+
+__device__ __forceinline__ double warp_sum(double s)
+{
+    #pragma unroll
+    for (int off = 16; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
+    return s;
+}
+
+extern "C" __global__ void __launch_bounds__(1024) bcr_resolve(
+    const double* __restrict__ Bw, const double* __restrict__ lo, const double* __restrict__ up,
+    const double* __restrict__ b, const double* __restrict__ S, const unsigned char* __restrict__ dir,
+    const int NX, const int nb, double* z, double* X, double* R, double* x, unsigned* bar)
+{
+    const int lane = threadIdx.x & 31;
+    const int nw = blockDim.x >> 5;
+    const int gw = (int)blockIdx.x * nw + (int)(threadIdx.x >> 5), TW = nb * nw;    // warp tasks
+    const int gt = (int)blockIdx.x * (int)blockDim.x + (int)threadIdx.x, TT = nb * (int)blockDim.x;
+    unsigned target = 0;
+    size_t soff = 0;  // level h's couplings in S
+    int htop = 0;
+    for (int h = 1; h < NX; h *= 2) {
+        const int ne = (NX - 1 - h) / (2 * h) + 1, nk = (NX - 1) / (2 * h) + 1;
+        for (int t = gw; t < ne * N; t += TW) {  // A(h)
+            const int e = h + 2 * h * (t / N), r = t % N;
+            const double* M = Bw + (size_t)e * N * N + (size_t)r * N;
+            const double* v = h == 1 ? b + (size_t)e * N : R + (size_t)e * N * LD + 2 * N;
+            const int ld = h == 1 ? 1 : LD;
+            double s = 0.0;
+            for (int q = lane; q < N; q += 32) s += M[q] * v[(size_t)q * ld];
+            s = warp_sum(s);
+            if (lane == 0) {
+                if (h == 1) z[e * N + r] = s;
+                else X[(size_t)e * N * LD + (size_t)r * LD + 2 * N] = s;
+            }
+        }
+        grid_barrier(bar, nb, target);
+        if (h == 1) {  // B(1): a thread per row
+            for (int t = gt; t < nk * N; t += TT) {
+                const int k = 2 * (t / N), r = t % N;
+                const bool left = k >= 1, right = k + 1 < NX;
+                double rv = b[k * N + r];
+                if (left) rv -= lo[k * N + r] * z[(k - 1) * N + r];
+                if (right) rv -= up[k * N + r] * z[(k + 1) * N + r];
+                R[(size_t)k * N * LD + (size_t)r * LD + 2 * N] = rv;
+            }
+        } else {  // B(h >= 2): a warp per row
+            for (int t = gw; t < nk * N; t += TW) {
+                const int m = t / N, r = t % N, k = 2 * h * m;
+                const bool left = m >= 1, right = k + h < NX;
+                const double* sk = S + soff + (size_t)m * N * 2 * N + (size_t)r * 2 * N;
+                const double* yl = X + (size_t)(left ? k - h : 0) * N * LD + 2 * N;
+                const double* yr = X + (size_t)(right ? k + h : 0) * N * LD + 2 * N;
+                double s = 0.0;
+                for (int q = lane; q < N; q += 32) {
+                    if (left) s += sk[q] * yl[(size_t)q * LD];
+                    if (right) s += sk[N + q] * yr[(size_t)q * LD];
+                }
+                s = warp_sum(s);
+                if (lane == 0) R[(size_t)k * N * LD + (size_t)r * LD + 2 * N] -= s;
+            }
+            soff += (size_t)nk * N * 2 * N;
+        }
+        grid_barrier(bar, nb, target);
+        htop = h;
+    }
+    for (int t = gw; t < N; t += TW) {  // C: column 0
+        const int r = t;
+        const double* M = Bw + (size_t)r * N;
+        double s = 0.0;
+        for (int q = lane; q < N; q += 32) s += M[q] * R[(size_t)q * LD + 2 * N];
+        s = warp_sum(s);
+        if (lane == 0) {
+            z[r] = s;
+            const double v = s - 0.0;  // bcr_backsub at h = 0: z_0 minus its (empty) sum, +0
+            x[r] = dir[r] ? b[r] : v;
+        }
+    }
+    for (int h = htop; h >= 1; h /= 2) {  // the back substitution
+        grid_barrier(bar, nb, target);
+        const int ne = (NX - 1 - h) / (2 * h) + 1;
+        for (int t = gw; t < ne * N; t += TW) {
+            const int i = h + 2 * h * (t / N), r = t % N;
+            const bool right = i + h < NX;
+            double s = 0.0, v;
+            if (h == 1) {
+                const double* w = Bw + (size_t)i * N * N + (size_t)r * N;
+                for (int q = lane; q < N; q += 32) {
+                    double tq = lo[i * N + q] * x[(i - 1) * N + q];
+                    if (right) tq += up[i * N + q] * x[(i + 1) * N + q];
+                    s += w[q] * tq;
+                }
+            } else {
+                const double* xa = X + (size_t)i * N * LD + (size_t)r * LD;
+                for (int q = lane; q < N; q += 32) {
+                    s += xa[q] * x[(i - h) * N + q];
+                    if (right) s += xa[N + q] * x[(i + h) * N + q];
+                }
+            }
+            s = warp_sum(s);
+            if (h > 1) v = X[(size_t)i * N * LD + (size_t)r * LD + 2 * N] - s;
+            else v = z[i * N + r] - s;
+            const int gidx = i * N + r;
+            if (lane == 0) x[gidx] = dir[gidx] ? b[gidx] : v;
+        }
+    }
+    __syncthreads();  // leave: the last block resets the counter for the next launch
+    if (threadIdx.x == 0) {
+        __threadfence();
+        if (atomicAdd(bar, 1u) == target + (unsigned)nb - 1u) atomicExch(bar, 0u);
+    }
+}

@@ -25,6 +25,8 @@ the level updates fused in batched_cr.cu and the products by strided-batched DGE
 per solve; lu = blocktri_batched.solve_cr_batched over cuBLAS getrf/getrsBatched and GEMM, ~180
 launches, any NZ; auto = gauss_jordan where it fits) and ``numerics.linsys_graph`` (default true: the
 solve replayed from one CUDA graph per Newton system, ``BatchedGraph``, cuBLAS through _cublas.py).
+``numerics.resolve`` (gauss_jordan, the re-solve with the kept factorization): ``levels`` = bcr_rhs /
+bcr_backsub per level, ``fused`` (auto) = the persistent kernel bcr_resolve, one launch, the same bits.
 """
 from __future__ import annotations
 
@@ -36,7 +38,7 @@ import cupy as cp
 from cupy import cublas
 
 from solver.bsp import blocktri, blocktri_batched
-from solver.bsp.kernels import batched_blocks, f64, linsys_graph, linsys_variant
+from solver.bsp.kernels import batched_blocks, f64, linsys_graph, linsys_variant, resolve_variant
 from solver.bsp.kernels.cuda import _build, _cublas, dense
 
 MAX_NZ = blocktri.MAX_NZ  # the solve kernels' pivot key holds the row in 7 bits
@@ -57,7 +59,18 @@ BLOCK = 256
 # warp count): 32 warps put 2-4 rows on each warp at N = 65-127 instead of 8-16 at 8 warps; each row's
 # loads are a global-memory latency, so the level kernels are latency-bound (ncu: bcr_rhs 17-29 us per
 # level at 256 threads, standard mesh).  A row's sum is the same whatever the warp count: same bits.
-RESOLVE_THREADS = 1024
+LEVEL_THREADS = 1024
+RESOLVE_THREADS = 1024  # threads per block of the fused resolve (bcr_resolve), at most
+
+
+def resolve_grid(fn, tasks: int, threads: int = RESOLVE_THREADS):
+    """(blocks, threads per block) of the persistent kernel bcr_resolve: threads = min(threads, the
+    kernel's max_threads_per_block) in whole warps; blocks = enough warps for ``tasks`` warp tasks, at
+    most the SM count, so that every block fits an SM of its own and all are resident at once (the
+    kernel's grid barrier needs it)."""
+    nt = max(32, min(threads, fn.max_threads_per_block) // 32 * 32)
+    sms = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)["multiProcessorCount"]
+    return max(1, min(sms, -(-tasks // (nt // 32)))), nt
 
 
 def _static(model, sysm):
@@ -202,13 +215,19 @@ class GaussJordanCR:
     of the array code).  Work arrays are allocated once; ``__call__(D, lo, up, b, dirm)`` reads its
     inputs and returns x (NX, NZ), its own buffer (overwritten by the next call).
     ``resolve(lo, up, b, dirm)``: x for a new b with the factorization of the last call kept (the
-    inverses in Bw, B^-1 A and B^-1 C in X, the couplings bcr_update replaced in S): per level one
-    bcr_rhs launch (block matrix-vector products only), column 0, then the same back substitution,
-    2 log2(NX) + 2 launches and ~NX NZ^2 multiply-adds instead of ~NX NZ^3 (numerics.iter_jacobian = step)."""
+    inverses in Bw, B^-1 A and B^-1 C in X, the couplings bcr_update replaced in S): ``resolve_kind``
+    (numerics.resolve) ``levels`` = per level one bcr_rhs launch (block matrix-vector products only),
+    column 0, then the same back substitution: 2 log2(NX) + 2 launches; ``fused`` = the same phases in
+    ONE launch of the persistent kernel bcr_resolve (``grid`` = (blocks, threads), default
+    resolve_grid: at most the SM count; a grid barrier between the phases, its counter ``bar`` reset by
+    the kernel), the same bits; ~NX NZ^2 multiply-adds instead of ~NX NZ^3 (numerics.iter_jacobian = step)."""
 
-    def __init__(self, NX: int, NZ: int, blas):
+    def __init__(self, NX: int, NZ: int, blas, resolve: str = "levels", grid=None):
         n = NZ
         self.NX, self.NZ, self.blas = NX, NZ, blas
+        if resolve not in ("levels", "fused"):
+            raise ValueError(f"GaussJordanCR: resolve is levels or fused, not {resolve!r}")
+        self.resolve_kind = resolve
         self.Bw = cp.empty((NX, n, n))
         self.R = cp.zeros((NX, n, 2 * n + 1))
         self.X = cp.zeros((NX, n, 2 * n + 1))
@@ -218,10 +237,19 @@ class GaussJordanCR:
         self.Q = cp.empty((half, n, 2 * n + 1))
         self.x = cp.empty((NX, n))
         self.levels = blocktri.cr_levels(NX)
-        self.S = [cp.zeros((nk, n, 2 * n)) if h > 1 else None for h, _, _, _, nk in self.levels]
+        # the couplings of the levels h >= 2, one after the other in one buffer (bcr_resolve reads it whole)
+        sizes = [nk * n * 2 * n if h > 1 else 0 for h, _, _, _, nk in self.levels]
+        self.Sall = cp.zeros(max(1, sum(sizes)))
+        offs = np.cumsum([0] + sizes)
+        self.S = [self.Sall[offs[j]:offs[j] + sz].reshape(lv[4], n, 2 * n) if sz else None
+                  for j, (lv, sz) in enumerate(zip(self.levels, sizes))]
         self.inv = _gj_kernel(n)
         self.k = {k: _build.function("batched_cr.cu", k, OPTIONS, {"N": n})
-                  for k in ("bcr_update0", "bcr_update", "bcr_backsub", "bcr_rhs")}
+                  for k in ("bcr_update0", "bcr_update", "bcr_backsub", "bcr_rhs", "bcr_resolve")}
+        self.bar = cp.zeros(1, dtype=cp.uint32)  # bcr_resolve's grid barrier (zero between launches)
+        self.grid = None
+        if resolve == "fused" and self.levels:
+            self.grid = resolve_grid(self.k["bcr_resolve"], (NX // 2) * n) if grid is None else tuple(grid)
 
     def _invert(self, src, first, step, count, rhs=None, rhs_off=0, rhs_bs=0, rhs_ld=0):
         fn, nt, smem = self.inv
@@ -259,7 +287,7 @@ class GaussJordanCR:
         back = self.k["bcr_backsub"]
         for h in [0] + [lv[0] for lv in reversed(self.levels)]:
             ne = 1 if h == 0 else (NX - 1 - h) // (2 * h) + 1
-            back((ne,), (RESOLVE_THREADS,), (self.Bw, self.X, self.z, lo, up, b, dirm, i32(NX), i32(h), self.x))
+            back((ne,), (LEVEL_THREADS,), (self.Bw, self.X, self.z, lo, up, b, dirm, i32(NX), i32(h), self.x))
         return self.x
 
     def resolve(self, lo, up, b, dirm):
@@ -267,11 +295,16 @@ class GaussJordanCR:
             raise ValueError("GaussJordanCR.resolve needs NX >= 2")
         dirm = dirm.view(cp.uint8)
         i32 = np.int32
+        if self.resolve_kind == "fused":
+            nb, nt = self.grid
+            self.k["bcr_resolve"]((nb,), (nt,), (self.Bw, lo, up, b, self.Sall, dirm, i32(self.NX), i32(nb), self.z,
+                                                  self.X, self.R, self.x, self.bar))
+            return self.x
         rhs = self.k["bcr_rhs"]
         for (h, _, _, _, nk), S in zip(self.levels, self.S):
-            rhs((nk,), (RESOLVE_THREADS,), (self.Bw, lo, up, b, self.z if S is None else S, i32(self.NX), i32(h), self.z,
+            rhs((nk,), (LEVEL_THREADS,), (self.Bw, lo, up, b, self.z if S is None else S, i32(self.NX), i32(h), self.z,
                                 self.X, self.R))
-        rhs((1,), (RESOLVE_THREADS,), (self.Bw, lo, up, b, self.z, i32(self.NX), i32(0), self.z, self.X, self.R))
+        rhs((1,), (LEVEL_THREADS,), (self.Bw, lo, up, b, self.z, i32(self.NX), i32(0), self.z, self.X, self.R))
         return self._backsub(lo, up, b, dirm)
 
 
@@ -279,9 +312,11 @@ def _block_solver(model, NX: int, NZ: int, blas=None):
     """The batched solve (D, lo, up, b, dirm) -> x (NX, NZ) of numerics.batched_blocks: lu =
     blocktri_batched.solve_cr_batched over cuBLAS getrf/getrsBatched (CuPy's batched_gesv, or
     _cublas.Blas inside a graph) and CuPy's matmul (Blas.matmul inside a graph); gauss_jordan =
-    GaussJordanCR (cuBLAS through ``blas``, default one bound to the current stream)."""
+    GaussJordanCR (cuBLAS through ``blas``, default one bound to the current stream; its resolve
+    numerics.resolve)."""
     if batched_blocks(model) == "gauss_jordan":
-        return GaussJordanCR(NX, NZ, _cublas.Blas(cp.cuda.get_current_stream()) if blas is None else blas)
+        return GaussJordanCR(NX, NZ, _cublas.Blas(cp.cuda.get_current_stream()) if blas is None else blas,
+                             resolve_variant(model))
     gesv, matmul = (cublas.batched_gesv, cp.matmul) if blas is None else (blas.gesv, blas.matmul)
     return lambda D, lo, up, b, dirm: blocktri_batched.solve_cr_batched(cp, D, lo, up, b, dirm, gesv=gesv,
                                                                        matmul=matmul)
