@@ -3,7 +3,7 @@
 # GPU 0 (cores 0-3):  the bsp_bench cases of config/gpu.yaml (cupy, 200 steps after 5; three runs of the goal
 #                     meshes, one of the rest), the start-up (startup_device.sh), then EXTRA_GPU0 (optional script)
 # GPU 1 (cores 4-7):  every gpu test, the coarse 0.1 ps validation, two 10-step runs each of the coarse and
-#                     standard meshes byte for byte, host_timeline.py of the standard mesh
+#                     standard meshes byte for byte, host_timeline.py of the standard mesh, iter_graph_probe.py
 # cores 16-31:        the numba bench rows (16/8/4/2/1 threads), the coarse validation on numba (16 threads),
 #                     then EXTRA_CPU (optional script)
 # Files: $OUT/final.tgz; a short table last.
@@ -39,6 +39,7 @@ lane1() {
     for f in profiles.csv scalars.csv; do cmp /tmp/rep_${n}_1/$f /tmp/rep_${n}_2/$f && echo "$n $f identical"; done
   done > $L/bitwise.txt 2>&1
   taskset -c 4-7 timeout 60 $PY tools/bsp/host_timeline.py $STD 60 10 0 > $L/timeline_std.log 2>&1
+  for m in $STD $NZ129; do taskset -c 4-7 timeout 60 $PY tools/bsp/iter_graph_probe.py $m 30 > $L/iter_graph_$m.log 2>&1; done
 }
 lanec() {
   taskset -c 16-31 bash -c "$(declare -f bench); L=$L PY=$PY CFG=$CFG; bench bench_numba --case $STD:numba:16:20:2 --case $STD:numba:8:10:1 --case $STD:numba:4:5:1 --case $STD:numba:2:3:1 --case $STD:numba:1:3:1"
@@ -54,6 +55,6 @@ echo "== done ($((SECONDS - t0)) s)"
 tar czf $OUT/final.tgz -C /tmp final
 cat $L/lane*.log; tail -3 $L/pytest_gpu.log; tail -6 $L/validate.log; tail -6 $L/validate_numba.log; cat $L/bitwise.txt
 tail -2 $L/startup.log; tail -12 $L/extra_gpu0.log 2>/dev/null; tail -12 $L/extra_cpu.log 2>/dev/null
-grep -A10 'host wall' $L/timeline_std.log | head -11
+grep -A10 'host wall' $L/timeline_std.log | head -11; grep -h 'replay, GPU' $L/iter_graph_*.log
 echo "run,mesh,backend,threads,step_ms,bte_ms,dens_ms,iter_ms,newton"
 for d in $L/bench_*; do tail -n +2 $d/steps.csv 2>/dev/null | awk -F, -v n=$(basename $d) '{print n","$1","$2","$3","$5","$6","$7","$8","$9}'; done
