@@ -152,10 +152,11 @@ def test_gauss_jordan_cr_refuses_an_unknown_resolve(emulated_cuda):
 # ---------------------------------------------------------------------------------------------- GPU
 @pytest.mark.gpu
 @pytest.mark.parametrize("NX,NZ", [(2, 12), (3, 33), (9, 12), (17, 33), (65, 65), (65, 129), (129, 65)])
-def test_cuda_fused_resolve_is_the_level_resolve_bitwise(cupy_backend, NX, NZ):
-    """On the device: fused (its grid from resolve_grid, a 1-block grid, a 7-block grid of 8 warps) ==
-    levels bitwise (x, z, R, X; fused twice), against blocktri.solve_cr (NumPy block CR) to 1e-11; the
-    grid printed; the barrier counter back to zero."""
+def test_cuda_fused_resolve_is_the_level_resolve_to_rounding(cupy_backend, NX, NZ):
+    """On the device: fused (its grid from resolve_grid, a 1-block grid, a 7-block grid of 8 warps) equals
+    levels to 1e-13 (x, z, R, X; not bitwise: the compiler contracts the fused kernel's expressions
+    otherwise), fused bitwise run to run and across the grids, against blocktri.solve_cr (NumPy block CR)
+    to 1e-11; the grid printed; the barrier counter back to zero."""
     import cupy as cp
     from solver.bsp.kernels.cuda import _cublas, newton
     rng = np.random.default_rng(NX * 1000 + NZ)
@@ -166,19 +167,25 @@ def test_cuda_fused_resolve_is_the_level_resolve_bitwise(cupy_backend, NX, NZ):
     print(f"resolve {NX}x{NZ}: grid {grid}")
     dD, dlo, dup, ddir = (cp.asarray(a) for a in (D, lo, up, dirm))
     s(dD, dlo, dup, cp.asarray(b0), ddir.view(cp.uint8))
+    b = rng.standard_normal((NX, NZ))
+    b[dirm] = rng.standard_normal(int(dirm.sum()))
+    db = cp.asarray(b)
+    first = None
     for g in (grid, (1, 1024), (min(7, grid[0]), 256)):
-        b = rng.standard_normal((NX, NZ))
-        b[dirm] = rng.standard_normal(int(dirm.sum()))
-        db = cp.asarray(b)
         out = {}
         for kind in ("levels", "fused", "fused2"):
             s.resolve_kind, s.grid = kind[:5], g
             s.z[...] = cp.nan
             x = cp.asnumpy(s.resolve(dlo, dup, db, ddir))
             out[kind] = (x, cp.asnumpy(s.z), cp.asnumpy(s.R[..., -1]), cp.asnumpy(s.X[..., -1]))
-        for a, c, c2 in zip(out["levels"], out["fused"], out["fused2"]):
-            np.testing.assert_array_equal(c, a)
-            np.testing.assert_array_equal(c2, a)
+        first = first if g != grid else out["fused"]
+        for a, c, c2, f in zip(out["levels"], out["fused"], out["fused2"], first):
+            # the device compiles the fused kernel's expressions with other contractions than the level
+            # kernels' (H200: x differs in 2.6 % of entries by <= 7e-16 relative): equal to rounding;
+            # bitwise run to run and whatever the grid
+            assert np.abs(c - a).max() <= 1e-13 * max(np.abs(a).max(), 1e-300)
+            np.testing.assert_array_equal(c2, c)
+            np.testing.assert_array_equal(c, f)
         want = blocktri.solve_cr(D, lo, up, b)
         assert np.abs(out["fused"][0] - want).max() <= 1e-11 * np.abs(want).max()
         assert int(s.bar.get()[0]) == 0
@@ -186,8 +193,8 @@ def test_cuda_fused_resolve_is_the_level_resolve_bitwise(cupy_backend, NX, NZ):
 
 @pytest.mark.gpu
 def test_cuda_fused_resolve_graph_replays(cupy_backend, newton_cases):
-    """BatchedGraph.resolve (the resolve captured as a CUDA graph) fused vs levels: the same bits, and the
-    fused graph replayed twice on the same b gives the same bits (the counter reset inside the kernel)."""
+    """BatchedGraph.resolve (the resolve captured as a CUDA graph) fused vs levels: equal to rounding, and
+    each graph replayed on the same b gives the same bits (fused: the counter reset inside the kernel)."""
     import cupy as cp
     from solver.bsp import poisson
     xs = {}
@@ -202,29 +209,36 @@ def test_cuda_fused_resolve_graph_replays(cupy_backend, newton_cases):
         xs[kind] = [cp.asnumpy(poisson.solve_linsys(m, cupy_backend, sysm, A, b2, True)) for _ in range(3)]
         g = m.device_cache[("cuda.newton", "batched_graph", "dirichlet", "gauss_jordan")][1]
         assert "resolve" in g._graphs and g._solver.resolve_kind == kind
-    for x in xs["fused"] + xs["levels"][1:]:
+    for x in xs["levels"][1:]:
         np.testing.assert_array_equal(x, xs["levels"][0])
+    for x in xs["fused"][1:]:
+        np.testing.assert_array_equal(x, xs["fused"][0])  # replayed: the same bits (the counter reset)
+    assert np.abs(xs["fused"][0] - xs["levels"][0]).max() <= 1e-13 * np.abs(xs["levels"][0]).max()
 
 
 @pytest.mark.gpu
-def test_gpu_runs_fused_and_levels_are_bitwise_equal(cupy_backend):
-    """Two 10-step cupy runs of the standard-width mesh (the iter graph captures the resolve), fused and
-    levels: every state array bitwise equal, the same Newton count."""
+def test_gpu_runs_fused_and_levels_agree(cupy_backend):
+    """10-step cupy runs of the standard-width mesh (the iter graph captures the resolve), levels and fused
+    (twice): the same Newton count, every state array within 1e-10 relative (the resolve's rounding), and
+    the two fused runs bitwise equal."""
     from solver.bsp.simulation import Simulation
     runs = {}
-    for kind in ("levels", "fused"):
+    for kind in ("levels", "fused", "fused2"):
         cfg = load(None, ["mesh.N_sbn=3", "mesh.NX=65", "mesh.NZ=65", "mesh.NW=24", "mesh.NPHI=8",
                           "output.progress=false", "numerics.backend=cupy", "time.steps=10", "time.t_end_ps=null",
-                          f"numerics.resolve={kind}"])
+                          f"numerics.resolve={kind[:5]}"])
         sim = Simulation(cfg, cupy_backend, None, progress=False)
         sim.run(resume=False)
         st = sim.state
         g = sim.model.device_cache.get(("cuda.iter_graph", "dirichlet"))
         runs[kind] = ({k: cupy_backend.to_numpy(getattr(st, k)) for k in ("Phi", "V", "eps", "rho", "deps_dx")},
                       st.newton_iterations, None if g is None else dict(g.replays))
-    a, b = runs["levels"], runs["fused"]
+    a, b, c = runs["levels"], runs["fused"], runs["fused2"]
     print(f"levels vs fused: Newton {a[1]} {b[1]}, replays {a[2]} {b[2]}")
     assert b[2] is not None and b[2].get("stage", 0) >= 10
-    assert a[1] == b[1]
+    assert a[1] == b[1] == c[1]
     for k in a[0]:
-        np.testing.assert_array_equal(b[0][k], a[0][k])
+        rel = np.abs(b[0][k] - a[0][k]).max() / np.abs(a[0][k]).max()
+        print(f"  {k}: fused vs levels max rel {rel:.2e}")
+        assert rel <= 1e-10, k
+        np.testing.assert_array_equal(c[0][k], b[0][k])
