@@ -20,7 +20,9 @@ phases stay on the array reference).
                                            newton_norms_tail, iter_start
                      batched_inverse.cu    (batched_cr: numerics.linsys_graph, numerics.batched_blocks)
     iter_graph.py  + iter_graph.cu         newton_iteration (numerics.iter_graph): POTENTIAL's kept-Jacobian
-                                           Newton iteration replayed from a CUDA graph (density by iter_density)
+                                           Newton iteration replayed from a CUDA graph (density by iter_density);
+                                           iter_prologue (numerics.iter_overlap): its start's eigenpairs on a
+                                           second stream during the BTE
     _cublas.py     (cuBLAS via ctypes)     batched LU solve and GEMM inside newton.BatchedGraph's capture
     dense.py       (cuSOLVER)              the dense Newton system (numerics.linsys: dense, the baseline)
     (solver/bsp/blocktri_batched.py: the batched block solve of numerics.linsys: batched_cr, array code)
@@ -59,4 +61,5 @@ TABLE = {
     "iter_start": newton.iter_start,
     "linsys_rhs": newton.linsys_rhs,
     "newton_iteration": iter_graph.newton_iteration,
+    "iter_prologue": iter_graph.iter_prologue,
 }
