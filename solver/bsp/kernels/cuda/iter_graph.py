@@ -173,9 +173,12 @@ class IterGraph:
     def _side(self):
         """numerics.iter_overlap: the stream of the early prologue (the highest priority: its few
         blocks go ahead of the BTE's waiting ones) and its two events (no timing)."""
-        hi = cp.cuda.runtime.deviceGetStreamPriorityRange()[1]
         ev = lambda: cp.cuda.Event(block=False, disable_timing=True)  # noqa: E731
-        return cp.cuda.Stream(non_blocking=True, priority=hi), ev(), ev()
+        try:  # CUDA clamps a priority beyond the device's range to its greatest
+            stream = cp.cuda.Stream(non_blocking=True, priority=-1000)
+        except TypeError:  # a CuPy without the argument: the default priority
+            stream = cp.cuda.Stream(non_blocking=True)
+        return stream, ev(), ev()
 
     def _capture(self, kind):
         """Run the launches once on the side stream (compiles; the results of this call), then
