@@ -353,7 +353,8 @@ class Early:
     arrays (identity) and replays graph ``stage_o`` (the ``stage`` graph less the eigen launches);
     anything else clears it and runs as without it.  The same kernels on the same values: the same
     bits as the ``stage`` graph, only the kernels' order on the GPU differs.  The side stream has
-    the highest priority (its ~40 small blocks go ahead of the BTE's waiting ones)."""
+    the greatest priority where CuPy's Stream takes one (its ~40 small blocks go ahead of the BTE's
+    waiting ones)."""
 
     def __init__(self, g):
         self.g = g
