@@ -25,5 +25,4 @@ done
 echo "== summary ($SECONDS s)"
 echo "run,mesh,backend,threads,steps,step_ms,bte_ms,dens_ms,iter_ms,newton_per_step" > "$L/summary.csv"
 for d in "$L"/ab_*/; do tail -n +2 "$d/steps.csv" 2>/dev/null | cut -d, -f1-9 | sed "s/^/$(basename "$d"),/" >> "$L/summary.csv"; done
-grep -ho '"iter_prologue": "[^"]*"' "$L"/ab_*_1/run.json 2>/dev/null | sort | uniq -c | cut -c1-140
 column -s, -t < "$L/summary.csv" 2>/dev/null || cat "$L/summary.csv"
