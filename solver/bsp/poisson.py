@@ -476,6 +476,19 @@ def newton_iteration(model, backend, sysm, jac, V, N, eps, rho, bflat, levels=No
     return V_new, eps_new, chi_new, N_new, nrm, finite_x, tail
 
 
+def iter_prologue(model, backend, jacobian, levels):
+    """numerics.iter_overlap: the prologue of a stage's first kept-Jacobian Newton iteration (the
+    eigenpairs of its start, warm-started from ``levels``, the last stage's) launched early, while
+    the stage's BTE runs; called before the BTE's launches.  The reference launches nothing early:
+    None (ITER forms the start and its eigenpairs itself).  A fast path (cupy: kernels/cuda/iter_graph.py
+    ``iter_prologue``) returns a handle (``Early``: ``launch(start, levels, timer)`` -> the start,
+    formed by ``start()``, after the BTE's launches; ``join()`` before ITER; ``close()`` after it)
+    or None where the stage's ``newton_iteration`` would not take it; the run's values are the same
+    bits either way."""
+    fast = _kernels.lookup(model, backend, "iter_prologue")
+    return None if fast is None else fast(model, backend, jacobian, levels)
+
+
 def converged_by_estimate(nrm, contraction, tol) -> bool:
     """The stopping test of Hairer & Wanner (Solving ODEs II, section IV.8) for a contracting
     iteration: with theta the ratio of consecutive changes, the error left in the iterate is

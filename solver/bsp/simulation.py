@@ -8,6 +8,7 @@ RK fast path, bte.advance forms DENS inside the RK update.)
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import sys
@@ -167,13 +168,18 @@ class Simulation:
         # after a step that took more than one Newton iteration per stage plus one (poisson.KEEP_MAX_NEWTON)
         keep = st.step % self.cfg["numerics"]["iter_jacobian_steps"] and st.newton_iterations <= poisson.KEEP_MAX_NEWTON
         jacobian = getattr(self, "_jacobian", None) if keep else None
-        with tm.phase("step"):
+        with tm.phase("step"), contextlib.ExitStack() as joins:
             for s in range(3):
+                early = self._iter_early(s, jacobian)  # numerics.iter_overlap: its ready mark before the BTE
+                if early is not None:  # whatever fails in the stage: the side stream joined, nothing pending
+                    joins.callback(early.close)
                 with tm.phase("BTE"):
                     with tm.phase("overlap"):
                         W = scattering.overlap(m, be, st.chi)
                     Phi, dn = bte.advance(m, be, s, Phi0, Phi, self.stage_data(st, W), dt, timer=tm,
                                           dx=self._take_dx(st))
+                if early is not None:  # the start and its eigenpairs on the side stream, during the BTE
+                    V_early = early.launch(lambda: self._iter_start(s, V_n, stage_V, dt), self._iter.eps, tm)
                 st.Phi = Phi
                 with tm.phase("DENS"):
                     if dn is None:
@@ -185,10 +191,14 @@ class Simulation:
                     self._check_density(st, s, probe)
                 self._launch_dx(st)
                 with tm.phase("ITER"):
+                    if early is None:
+                        V_start = self._iter_start(s, V_n, stage_V, dt)
+                    else:  # ITER's launches (whichever path it takes) after the side stream's writes
+                        V_start = V_early
+                        early.join()
                     try:
                         res = poisson.potential(m, be, st.V, st.rho, self.eq.V_b, timer=tm,
-                                                state=getattr(self, "_iter", None),
-                                                V_start=self._iter_start(s, V_n, stage_V, dt),
+                                                state=getattr(self, "_iter", None), V_start=V_start,
                                                 jacobian=jacobian, tail=True)
                     except Exception as exc:
                         if self._defer_check:  # a fault of the stage's density comes first
@@ -196,6 +206,9 @@ class Simulation:
                         if isinstance(exc, poisson.ConvergenceError):
                             raise self._fault(s, "ITER", f"Newton failed ({exc})") from None
                         raise
+                    finally:
+                        if early is not None:  # the early eigenpairs serve this stage's start only
+                            early.close()
                     if self._defer_check:  # read with ITER's own host read: no wait of its own
                         self._check_density(st, s, probe)
                     tail = res.tail  # formed with the last Newton norms (one host read; cupy: newton_norms_tail)
@@ -241,6 +254,17 @@ class Simulation:
         if self.cfg["numerics"]["iter_start"] == "previous" or self.state.step < 1:
             return None
         return poisson.iter_start(self.model, self.backend, s, V_n, stage_V, self._last_step(), dt)
+
+    def _iter_early(self, s: int, jacobian):
+        """numerics.iter_overlap: poisson.iter_prologue's handle for RK stage ``s`` (its ready mark
+        recorded now, before the BTE's launches), or None where ITER is to start as without it: no
+        prediction (numerics.iter_start = previous, the first step, stage 1 of the second step), no
+        kept Jacobian (a fresh one is evaluated in ITER), no last stage's levels, or no fast path."""
+        last_res = getattr(self, "_iter", None)
+        if (jacobian is None or last_res is None or self.cfg["numerics"]["iter_start"] == "previous"
+                or self.state.step < 1 or (s == 0 and self._last_step() is None)):
+            return None
+        return poisson.iter_prologue(self.model, self.backend, jacobian, last_res.eps)
 
     def _last_step(self):
         """poisson.LastStep of the last step's V^n and V^(1) (self._V_last) and dt, one per step (its

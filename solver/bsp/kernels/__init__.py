@@ -16,7 +16,7 @@ A fast path has the name of the reference function it replaces, takes exactly it
 returns the same result (to rounding).  Only a missing CuPy or numba means "no fast path"; any
 other import error fails loudly.  ``numerics.kernels``: ``auto`` (default) = the fast path where
 one exists, ``array`` = the array reference everywhere (the test oracle).  Variants are schema
-keys (``numerics.linsys``, ``numerics.linsys_graph``, ``numerics.iter_graph``, ``numerics.batched_blocks``,
+keys (``numerics.linsys``, ``numerics.linsys_graph``, ``numerics.iter_graph``, ``numerics.iter_overlap``, ``numerics.batched_blocks``,
 ``numerics.resolve``, ``numerics.eigen``,
 ``numerics.ipim``, ``numerics.bte_kernels``: they
 choose among the CUDA kernels); ``implementations`` says, per phase, which function and variant run
@@ -64,6 +64,9 @@ REFERENCE = {
     # one kept-Jacobian Newton iteration of POTENTIAL (cupy: one CUDA graph replay, numerics.iter_graph)
     "newton_iteration": "solver.bsp.poisson.newton_iteration",
     "density_probe": "solver.bsp.dens.density_probe",  # the stage's density check numbers (cupy: one launch)
+    # the start's eigenpairs of a stage's first such iteration launched while the BTE runs (cupy: a second
+    # stream, numerics.iter_overlap); the reference launches nothing early (None)
+    "iter_prologue": "solver.bsp.poisson.iter_prologue",
 }
 PHASES = tuple(REFERENCE)
 FAST_ONLY = frozenset({"RK", "RK_wphi", "overlap"})  # fast paths that run only with numerics.bte_kernels: fast (or fast2)
@@ -121,6 +124,8 @@ def lookup(model, backend, name: str):
         return None
     if name == "newton_iteration" and not iter_graph(model, backend):
         return None
+    if name == "iter_prologue" and not iter_overlap(model, backend):
+        return None
     if backend.name != "cupy":  # the CUDA table runs numerics.linsys itself
         array = _array_variant(model, name)
         if array is not None:
@@ -157,6 +162,19 @@ def iter_graph(model, backend) -> bool:
     v = model.cfg.get("numerics", {}).get("iter_graph", "auto")
     if v == "auto":
         return backend.name in ("cupy", "numba")
+    return bool(v)
+
+
+def iter_overlap(model, backend) -> bool:
+    """numerics.iter_overlap: the start's eigenpairs of each stage's first kept-Jacobian iteration
+    launched on a second stream during the stage's BTE (phase iter_prologue, kernels/cuda/iter_graph.py
+    Early; the same bits); only where numerics.iter_graph is on (its ``stage`` graph takes them);
+    auto = on for cupy."""
+    v = model.cfg.get("numerics", {}).get("iter_overlap", "auto")
+    if not iter_graph(model, backend):
+        return False
+    if v == "auto":
+        return backend.name == "cupy"
     return bool(v)
 
 
@@ -224,6 +242,9 @@ def _variant(model, backend, name: str) -> str | None:
         out = ("numerics.iter_graph=true; its iterations time ITER only: eigen, Frechet, construct_linsys "
                "and solve_linsys are not timed apart there")
         return out + (f"; numerics.resolve={resolve_variant(model)}" if backend.name == "cupy" else "")
+    if name == "iter_prologue":
+        return ("numerics.iter_overlap=true: the start's eigenpairs on a second stream during the BTE, "
+                "timed as ITER_prologue there")
     if backend.name != "cupy":  # the variant keys choose among the CUDA kernels, except batched_cr
         return "numerics.linsys=batched_cr" if _array_variant(model, name) is not None else None
     if name in BTE_VARIANT_PHASES:

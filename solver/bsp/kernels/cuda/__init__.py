@@ -20,7 +20,9 @@ phases stay on the array reference).
                                            newton_norms_tail, iter_start
                      batched_inverse.cu    (batched_cr: numerics.linsys_graph, numerics.batched_blocks)
     iter_graph.py  + iter_graph.cu         newton_iteration (numerics.iter_graph): POTENTIAL's kept-Jacobian
-                                           Newton iteration replayed from a CUDA graph (density by iter_density)
+                                           Newton iteration replayed from a CUDA graph (density by iter_density);
+                                           iter_prologue (numerics.iter_overlap): its start's eigenpairs on a
+                                           second stream during the BTE
     dens.py        + dens.cu               density_probe (the stage's density check numbers, one launch)
     _cublas.py     (cuBLAS via ctypes)     batched LU solve and GEMM inside newton.BatchedGraph's capture
     dense.py       (cuSOLVER)              the dense Newton system (numerics.linsys: dense, the baseline)
@@ -61,4 +63,5 @@ TABLE = {
     "linsys_rhs": newton.linsys_rhs,
     "newton_iteration": iter_graph.newton_iteration,
     "density_probe": dens.density_probe,
+    "iter_prologue": iter_graph.iter_prologue,
 }

@@ -37,6 +37,11 @@ does not, after a resume, the kept A is factored first, launched) and the varian
 newton or twisted, linsys batched_cr with linsys_graph,
 batched_blocks gauss_jordan); otherwise ``newton_iteration`` returns None and poisson._newton_loop
 launches the iteration as before.
+
+numerics.iter_overlap (``iter_prologue``, ``Early``): the ``stage`` graph's eigen launches (the start's
+eigenpairs) launched on a second stream while the stage's BTE runs, into eps_p / chi_p, joined by
+events; the stage's first iteration then replays ``stage_o`` (``stage`` less those launches): the same
+kernels on the same values (docs/performance-iter-overlap.md).
 """
 from __future__ import annotations
 
@@ -134,6 +139,8 @@ class IterGraph:
             self.F, self.bflat, self.rhs = f(NX - 2, n, n), f(P), f(NX - 2, n)
             self.eps_p, self.chi_p = f(NX, K.N_VALLEYS, NS), f(NX, K.N_VALLEYS, NS, NZ)
             self.Dg, self.its = f(NX, K.N_VALLEYS, n), cp.empty((NX, K.N_VALLEYS, NS), dtype=cp.int32)
+            # numerics.iter_overlap: the temporaries of the early prologue (side stream; Early)
+            self.Dg_p, self.its_p = f(NX, K.N_VALLEYS, n), cp.empty((NX, K.N_VALLEYS, NS), dtype=cp.int32)
             self.out = f(2 * P + 2 * E + C + 7)
         self.sizes = (P, P, E, E, C)  # V, N, eps, d, chi in the output block, then the 7 norms
         o = self._views(self.out)
@@ -143,8 +150,12 @@ class IterGraph:
         self.host = self._pinned(7)
         self.src: dict = {}  # the arrays F, bflat, N_D were copied from
         self.graphs: dict = {}
-        self.replays = {"stage": 0, "iteration": 0}
+        # replays per kind: "stage" counts every first iteration of a stage, those of an early
+        # prologue (graph "stage_o") also in "early"
+        self.replays = {"stage": 0, "iteration": 0, "early": 0}
         self.captures = 0
+        self._pending = None  # (V_start, levels) whose eigenpairs an Early launch put into eps_p, chi_p
+        self._early = None
 
     # the device API (stood in by the CPU tests)
     def _device(self):
@@ -161,17 +172,27 @@ class IterGraph:
     def _wait(self):
         cp.cuda.get_current_stream().synchronize()
 
-    def _capture(self, prologue):
+    def _side(self):
+        """numerics.iter_overlap: the stream of the early prologue (the highest priority: its few
+        blocks go ahead of the BTE's waiting ones) and its two events (no timing)."""
+        ev = lambda: cp.cuda.Event(block=False, disable_timing=True)  # noqa: E731
+        try:  # CUDA clamps a priority beyond the device's range to its greatest
+            stream = cp.cuda.Stream(non_blocking=True, priority=-1000)
+        except TypeError:  # a CuPy without the argument: the default priority
+            stream = cp.cuda.Stream(non_blocking=True)
+        return stream, ev(), ev()
+
+    def _capture(self, kind):
         """Run the launches once on the side stream (compiles; the results of this call), then
         capture them there."""
         cp.cuda.get_current_stream().synchronize()  # the inputs were copied in on the caller's stream
         with cp.cuda.using_allocator(self._pool.malloc), self._stream:
-            _run_launches(self._launches, prologue)  # on the side stream (as the capture)
+            _run_launches(self._launches, kind)  # on the side stream (as the capture)
             self._stream.synchronize()
             used = self._pool.used_bytes()
             self._stream.begin_capture()
             try:
-                _run_launches(self._launches, prologue)
+                _run_launches(self._launches, kind)
             finally:
                 graph = self._stream.end_capture()
         if self._pool.used_bytes() != used:
@@ -196,9 +217,12 @@ class IterGraph:
                 and self.eigen == eigen_variant(model) and self.reciprocal == eigen_reciprocal(model)
                 and self.shape[2] == model.N_sbn)
 
-    def _eigen(self, V, levels, eps, chi):
-        """The launches of kernels/cuda/eigen.eigen (numerics.eigen newton or twisted, warm) into eps, chi."""
+    def _eigen(self, V, levels, eps, chi, Dg=None, its=None):
+        """The launches of kernels/cuda/eigen.eigen (numerics.eigen newton or twisted, warm) into eps, chi
+        (Dg, its: the temporaries, the graph's own by default)."""
         NX, NZ, NS = self.shape
+        Dg = self.Dg if Dg is None else Dg
+        its = self.its if its is None else its
         n = NZ - 2
         kd, ko, Vc, pivmin = self.eig
         i32, f8 = np.int32, np.float64
@@ -206,27 +230,26 @@ class IterGraph:
         if self.eigen == "twisted":
             r = self.reciprocal
             _build.launch(_eigen._tw_function("eigenvalues_tw", n, NS, _eigen.TW_BLOCK, rcp=r), 2 * nt, _eigen.TW_BLOCK,
-                          (V, kd, ko, Vc, levels, f8(pivmin), i32(NX), i32(NZ), i32(NS), i32(1), eps, self.Dg,
-                           self.its))
+                          (V, kd, ko, Vc, levels, f8(pivmin), i32(NX), i32(NZ), i32(NS), i32(1), eps, Dg, its))
             _build.launch(_eigen._tw_function("ipim_t", n, NS, _eigen.TW_IPIM_BLOCK, rcp=r, carry=r), nt,
                           _eigen.TW_IPIM_BLOCK,
-                          (eps, self.Dg, ko, f8(pivmin), f8(1.0 / math.sqrt(self._dz)), i32(NX), i32(NZ), i32(NS),
+                          (eps, Dg, ko, f8(pivmin), f8(1.0 / math.sqrt(self._dz)), i32(NX), i32(NZ), i32(NS),
                            chi))
             return
         _build.launch(_build.function("eigen_nr.cu", "eigenvalues_nr", _eigen.OPTIONS), nt, _eigen.BLOCK,
-                      (V, kd, ko, Vc, levels, f8(pivmin), i32(n), i32(NX), i32(NZ), i32(NS), i32(1), eps, self.Dg,
-                       self.its))
+                      (V, kd, ko, Vc, levels, f8(pivmin), i32(n), i32(NX), i32(NZ), i32(NS), i32(1), eps, Dg, its))
         _build.launch(_eigen._function("ipim_" + self.ipim, n, self.ipim, NS, _eigen.BLOCK), nt, _eigen.BLOCK,
-                      (eps, self.Dg, ko, f8(pivmin), f8(1.0 / math.sqrt(self._dz)), i32(NX), i32(NZ), i32(NS), chi))
+                      (eps, Dg, ko, f8(pivmin), f8(1.0 / math.sqrt(self._dz)), i32(NX), i32(NZ), i32(NS), chi))
 
     def _density(self, chi, out):
         density(self.rho, chi, out)
 
-    def _launches(self, prologue):
+    def _launches(self, kind):
         NX, NZ, NS = self.shape
         i32, f8 = np.int32, np.float64
-        if prologue:  # the start's eigenpairs (from the last stage's levels in self.eps) and density
+        if kind == "stage":  # the start's eigenpairs (from the last stage's levels in self.eps) and density
             self._eigen(self.V, self.eps, self.eps_p, self.chi_p)
+        if kind in ("stage", "stage_o"):  # stage_o: the eigenpairs put into eps_p, chi_p by Early.launch
             self._density(self.chi_p, self.N)
             levels = self.eps_p
         else:
@@ -258,19 +281,25 @@ class IterGraph:
         self._cp, self._dx, self._dz = model.cp, model.dx, model.dz
         self._inputs(model, backend, jac, bflat)
         prologue = N is None
+        pending, self._pending = self._pending, None  # an early prologue serves one call at most
+        # the eigenpairs in eps_p, chi_p are this start's only when launched early from these very
+        # arrays (the caller has joined that launch: Early.join)
+        early = prologue and pending is not None and pending[0] is V and pending[1] is levels
         _build.put(self.V, f64(cp, V))
         _build.put(self.rho, f64(cp, rho))
         if prologue:
-            _build.put(self.eps, f64(cp, levels))
+            if not early:
+                _build.put(self.eps, f64(cp, levels))
         else:
             _build.put(self.N, f64(cp, N))
             _build.put(self.eps, f64(cp, eps))
-        kind = "stage" if prologue else "iteration"
+        kind = "stage_o" if early else "stage" if prologue else "iteration"
         graph = self.graphs.get(kind)
         if graph is None:
-            graph = self.graphs[kind] = self._capture(prologue)
+            graph = self.graphs[kind] = self._capture(kind)
         graph.launch()
-        self.replays[kind] += 1
+        self.replays["stage" if early else kind] += 1
+        self.replays["early"] += early
         block = cp.empty(self.out.size - 7)
         _build.put(block, self.out[:block.size])
         self._wait()
@@ -278,3 +307,97 @@ class IterGraph:
         V_new, N_new, eps_new, d, chi_new = self._views(block)
         return (V_new, eps_new, chi_new, N_new, _newton._norms_dict(model, v), bool(v[4] != 0.0),
                 (d, float(v[5]), bool(v[6] != 0.0)))
+
+
+def iter_prologue(model, backend, jacobian, levels):
+    """poisson.iter_prologue on cupy (numerics.iter_overlap): the ``Early`` of this Newton system's
+    IterGraph with its ready mark recorded on the caller's stream (the stage's inputs are complete
+    there: call it before the BTE's launches), or None where the stage's first iteration will not be
+    this IterGraph's ``stage`` replay from ``levels`` with the kept ``jacobian`` (no kept Jacobian,
+    no levels, other variants, no IterGraph yet or one of another system or factorization: the first
+    stages of a run, after a resume, after a fresh Jacobian's factorization into another solver)."""
+    if jacobian is None or levels is None or not usable(model):
+        return None
+    from solver.bsp import poisson
+    sysm = poisson._system(model, "dirichlet")
+    bg = _holder(model, sysm, jacobian[1])
+    g = model.device_cache.get(("cuda.iter_graph", sysm.x_bc))
+    if bg is None or g is None or not g.valid(model, sysm, bg):
+        return None
+    g._cp, g._dx, g._dz = model.cp, model.dx, model.dz
+    if g._early is None:
+        g._early = Early(g)
+    g._early.mark()
+    return g._early
+
+
+class Early:
+    """numerics.iter_overlap: one stage's ITER prologue launched while the stage's BTE runs.
+
+    The prologue of the ``stage`` graph (the start's eigenpairs, warm-started from the last stage's
+    levels) depends only on the start V_start (Simulation._iter_start) and those levels, both known
+    before the stage's BTE; only the start's density needs the BTE's rho.  So, per stage:
+
+      ``mark``    (before the BTE's launches) records ``ready`` on the caller's (main) stream: every
+                  launch that writes the inputs, and every use of the buffers below by the last
+                  stage's replays, is before it;
+      ``launch``  (after the BTE's launches: their host time hides this one's) makes the side stream
+                  wait for ``ready``, then forms there V_start = start() (poisson.iter_start's fast
+                  path: its output from the side stream's pool arena) and its eigenpairs by the
+                  stage graph's own eigen launches into the IterGraph's eps_p, chi_p (temporaries
+                  Dg_p, its_p, the graph's Dg, its untouched), records ``done`` there and leaves
+                  (V_start, levels) pending on the IterGraph;
+      ``join``    (before ITER, whatever ITER then does) makes the main stream wait for ``done``: no
+                  launch of ITER (the ``stage`` graph writes eps_p, chi_p too) runs before the side
+                  stream's writes are complete;
+      ``close``   (after ITER, and after any failure of the stage) joins if not yet joined and
+                  drops the pending pair.
+
+    IterGraph.run takes the pending pair only for the first iteration of a stage from those very
+    arrays (identity) and replays graph ``stage_o`` (the ``stage`` graph less the eigen launches);
+    anything else clears it and runs as without it.  The same kernels on the same values: the same
+    bits as the ``stage`` graph, only the kernels' order on the GPU differs.  The side stream has
+    the greatest priority where CuPy's Stream takes one (its ~40 small blocks go ahead of the BTE's
+    waiting ones)."""
+
+    def __init__(self, g):
+        self.g = g
+        self.stream, self.ready, self.done = g._side()
+        self.launched = False
+
+    # the device API (stood in by the CPU tests)
+    def _record(self, event, stream=None):
+        event.record(stream)
+
+    def _wait_event(self, stream, event):
+        (cp.cuda.get_current_stream() if stream is None else stream).wait_event(event)
+
+    def mark(self):
+        self.close()
+        self._record(self.ready)
+
+    def launch(self, start, levels, timer=None):
+        """V_start = start() and its eigenpairs from ``levels`` on the side stream (see the class's
+        text); V_start, or None (no prediction: nothing launched, nothing pending)."""
+        from solver.bsp.poisson import _phase
+        g = self.g
+        self._wait_event(self.stream, self.ready)
+        with self.stream, _phase(timer, "ITER_prologue"):
+            V = start()
+            if V is None:
+                return None
+            g._eigen(f64(cp, V), f64(cp, levels), g.eps_p, g.chi_p, g.Dg_p, g.its_p)
+            self._record(self.done, self.stream)
+        self.launched = True
+        g._pending = (V, levels)
+        return V
+
+    def join(self):
+        if self.launched:
+            self._wait_event(None, self.done)
+            self.launched = False
+
+    def close(self):
+        """The main stream joined (if not yet), nothing pending; again: nothing."""
+        self.join()
+        self.g._pending = None
