@@ -37,7 +37,8 @@ def test_schema_dispatch_and_record(emulated_cuda, monkeypatch):
     msg = str(err.value)
     assert "numerics.iter_overlap" in msg and "maybe" in msg and "\n" not in msg
     cupy_like = types.SimpleNamespace(name="cupy")
-    for over, graph, on_cupy, on_numpy in (("auto", "auto", True, False), ("true", "true", True, True),
+    for over, graph, on_cupy, on_numpy in (("auto", "auto", False, False), ("true", "true", True, True),
+                                           ("true", "auto", True, False),
                                            ("false", "auto", False, False), ("true", "false", False, False),
                                            ("auto", "false", False, False)):
         m = Model(load(None, [f"numerics.iter_overlap={over}", f"numerics.iter_graph={graph}"]))
@@ -50,12 +51,14 @@ def test_schema_dispatch_and_record(emulated_cuda, monkeypatch):
     assert kernels.implementations(m, NP_BE)["iter_prologue"] == "solver.bsp.poisson.iter_prologue"
     # cupy's table (the emulated one behind a stand-in backend): recorded with its variant
     monkeypatch.setattr(kernels, "REGISTRY", Registry("bsp", {"cupy": lambda: emulated_cuda.TABLE}))
-    on = kernels.implementations(Model(load(None, [])), cupy_like)
+    on = kernels.implementations(Model(load(None, ["numerics.iter_overlap=true"])), cupy_like)
     assert on["iter_prologue"] == ("solver.bsp.kernels.cuda.iter_graph.iter_prologue [numerics.iter_overlap=true: "
                                    "the start's eigenpairs on a second stream during the BTE, timed as "
                                    "ITER_prologue there]")
-    assert kernels.lookup(Model(load(None, [])), cupy_like, "iter_prologue") is emulated_cuda.iter_graph.iter_prologue
-    for off in (["numerics.iter_overlap=false"], ["numerics.iter_graph=false"], ["numerics.kernels=array"]):
+    assert kernels.lookup(Model(load(None, ["numerics.iter_overlap=true"])), cupy_like,
+                          "iter_prologue") is emulated_cuda.iter_graph.iter_prologue
+    for off in ([], ["numerics.iter_overlap=false"], ["numerics.iter_overlap=true", "numerics.iter_graph=false"],
+                ["numerics.iter_overlap=true", "numerics.kernels=array"]):
         assert kernels.implementations(Model(load(None, off)), cupy_like)["iter_prologue"] == \
             "solver.bsp.poisson.iter_prologue", off
         assert kernels.lookup(Model(load(None, off)), cupy_like, "iter_prologue") is None

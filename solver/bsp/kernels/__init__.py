@@ -169,12 +169,10 @@ def iter_overlap(model, backend) -> bool:
     """numerics.iter_overlap: the start's eigenpairs of each stage's first kept-Jacobian iteration
     launched on a second stream during the stage's BTE (phase iter_prologue, kernels/cuda/iter_graph.py
     Early; the same bits); only where numerics.iter_graph is on (its ``stage`` graph takes them);
-    auto = on for cupy."""
+    auto = off (measured: no shorter step, docs/performance-iter-overlap.md)."""
     v = model.cfg.get("numerics", {}).get("iter_overlap", "auto")
-    if not iter_graph(model, backend):
+    if not iter_graph(model, backend) or v == "auto":
         return False
-    if v == "auto":
-        return backend.name == "cupy"
     return bool(v)
 
 
