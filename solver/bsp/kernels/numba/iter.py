@@ -595,19 +595,67 @@ def _cr_update(D, lo, up, B, A, C, r, XA, XC, Xr, NX, h, n_kept, level0, A2, C2,
         r[i, j] = rn
 
 
+@njit(cache=True)
+def _backsub_item(XA, XC, Xr, b, dirichlet, NX, h, first, step, t, x):
+    """Item t of _cr_backsub: rows 4 g .. 4 g + 3 of block i = first + step (t // ng), ng = ceil(NZ / 4):
+    x_i[j] = Xr_i[j] - sum_k XA_i[j, k] x_{i-h}[k] - sum_k XC_i[j, k] x_{i+h}[k], each row one chain in k
+    order (as before: the same bits); four rows side by side (four independent chains instead of one
+    latency-bound chain), the NZ mod 4 rows of the last group one by one."""
+    NZ = b.shape[1]
+    ng = (NZ + 3) // 4
+    un = uint64(NZ)
+    i = first + step * (t // ng)
+    j0 = 4 * (t % ng)
+    ui = uint64(i)
+    uw = uint64(i - h)
+    east = i + h < NX
+    if j0 + 3 < NZ:
+        u0 = uint64(j0)
+        u1 = u0 + uint64(1)
+        u2 = u0 + uint64(2)
+        u3 = u0 + uint64(3)
+        v0 = Xr[ui, u0]
+        v1 = Xr[ui, u1]
+        v2 = Xr[ui, u2]
+        v3 = Xr[ui, u3]
+        for k in range(un):
+            xw = x[uw, k]
+            v0 -= XA[ui, u0, k] * xw
+            v1 -= XA[ui, u1, k] * xw
+            v2 -= XA[ui, u2, k] * xw
+            v3 -= XA[ui, u3, k] * xw
+        if east:
+            ue = uint64(i + h)
+            for k in range(un):
+                xe = x[ue, k]
+                v0 -= XC[ui, u0, k] * xe
+                v1 -= XC[ui, u1, k] * xe
+                v2 -= XC[ui, u2, k] * xe
+                v3 -= XC[ui, u3, k] * xe
+        x[ui, u0] = b[ui, u0] if dirichlet[ui, u0] else v0
+        x[ui, u1] = b[ui, u1] if dirichlet[ui, u1] else v1
+        x[ui, u2] = b[ui, u2] if dirichlet[ui, u2] else v2
+        x[ui, u3] = b[ui, u3] if dirichlet[ui, u3] else v3
+        return
+    for j in range(j0, NZ):
+        uj = uint64(j)
+        v = Xr[ui, uj]
+        for k in range(un):
+            v -= XA[ui, uj, k] * x[uw, k]
+        if east:
+            ue = uint64(i + h)
+            for k in range(un):
+                v -= XC[ui, uj, k] * x[ue, k]
+        x[ui, uj] = b[ui, uj] if dirichlet[ui, uj] else v
+
+
 @njit(parallel=True, cache=True)
 def _cr_backsub(XA, XC, Xr, b, dirichlet, NX, h, first, step, n_elim, x):
-    NZ = b.shape[1]
-    for t in prange(n_elim * NZ):
-        i = first + step * (t // NZ)
-        j = t % NZ
-        v = Xr[i, j]
-        for k in range(NZ):
-            v -= XA[i, j, k] * x[i - h, k]
-        if i + h < NX:
-            for k in range(NZ):
-                v -= XC[i, j, k] * x[i + h, k]
-        x[i, j] = b[i, j] if dirichlet[i, j] else v
+    """The back substitution of one level: x_i for the eliminated i = first + step m (_backsub_item),
+    one item per (block, four rows)."""
+    ng = (b.shape[1] + 3) // 4
+    for t in prange(n_elim * ng):
+        _backsub_item(XA, XC, Xr, b, dirichlet, NX, h, first, step, t, x)
 
 
 @njit(parallel=True, cache=True)
@@ -622,47 +670,95 @@ def _rs_first(r, piv, LUT, X, n_elim):
         _lu_solve_row(LUT, piv, i, X, 0)
 
 
+@njit(cache=True)
+def _rs_block(lo, up, SA, SC, off, r, piv, LUT, X, NX, h, n_kept, level0, m):
+    """Block m of _rs_level: r_i -= A_i X_{i-h} + C_i X_{i+h} for the kept i = 2 h m, each row one chain
+    in _cr_update's order (k ascending, a zero coupling skipped: the same bits as before), four rows side
+    by side at levels >= 1 (four independent chains instead of one latency-bound chain); then, for the
+    blocks the next level eliminates (m odd; column 0 after the last level), X[i, 0] = B_i^{-1} r_i."""
+    NZ = r.shape[1]
+    un = uint64(NZ)
+    i = 2 * h * m
+    ui = uint64(i)
+    uo = uint64(off + m)
+    west = i - h >= 0
+    east = i + h < NX
+    uw = uint64(i - h) if west else uint64(0)
+    ue = uint64(i + h) if east else uint64(0)
+    j1 = 0
+    if not level0:
+        for g in range(NZ // 4):
+            u0 = uint64(4 * g)
+            u1 = u0 + uint64(1)
+            u2 = u0 + uint64(2)
+            u3 = u0 + uint64(3)
+            r0 = r[ui, u0]
+            r1 = r[ui, u1]
+            r2 = r[ui, u2]
+            r3 = r[ui, u3]
+            if west:
+                for k in range(un):
+                    xk = X[uw, 0, k]
+                    f0 = SA[uo, u0, k]
+                    f1 = SA[uo, u1, k]
+                    f2 = SA[uo, u2, k]
+                    f3 = SA[uo, u3, k]
+                    r0 = r0 - f0 * xk if f0 != 0.0 else r0
+                    r1 = r1 - f1 * xk if f1 != 0.0 else r1
+                    r2 = r2 - f2 * xk if f2 != 0.0 else r2
+                    r3 = r3 - f3 * xk if f3 != 0.0 else r3
+            if east:
+                for k in range(un):
+                    xk = X[ue, 0, k]
+                    f0 = SC[uo, u0, k]
+                    f1 = SC[uo, u1, k]
+                    f2 = SC[uo, u2, k]
+                    f3 = SC[uo, u3, k]
+                    r0 = r0 - f0 * xk if f0 != 0.0 else r0
+                    r1 = r1 - f1 * xk if f1 != 0.0 else r1
+                    r2 = r2 - f2 * xk if f2 != 0.0 else r2
+                    r3 = r3 - f3 * xk if f3 != 0.0 else r3
+            r[ui, u0] = r0
+            r[ui, u1] = r1
+            r[ui, u2] = r2
+            r[ui, u3] = r3
+        j1 = 4 * (NZ // 4)
+    for j in range(j1, NZ):
+        uj = uint64(j)
+        rn = r[ui, uj]
+        if west:
+            if level0:
+                f = lo[ui, uj]
+                if f != 0.0:
+                    rn -= f * X[uw, 0, uj]
+            else:
+                for k in range(un):
+                    f = SA[uo, uj, k]
+                    if f != 0.0:
+                        rn -= f * X[uw, 0, k]
+        if east:
+            if level0:
+                f = up[ui, uj]
+                if f != 0.0:
+                    rn -= f * X[ue, 0, uj]
+            else:
+                for k in range(un):
+                    f = SC[uo, uj, k]
+                    if f != 0.0:
+                        rn -= f * X[ue, 0, k]
+        r[ui, uj] = rn
+    if m % 2 == 1 or n_kept == 1:
+        for j in range(NZ):
+            X[i, 0, j] = r[i, j]
+        _lu_solve_row(LUT, piv, i, X, 0)
+
+
 @njit(parallel=True, cache=True)
 def _rs_level(lo, up, SA, SC, off, r, piv, LUT, X, NX, h, n_kept, level0):
-    """The re-solve of level h for the kept i = 2 h m, one item per block: r_i -= A_i X_{i-h} +
-    C_i X_{i+h} (row by row, in _cr_update's order; A_i, C_i: diag(lo_i), diag(up_i) at level 0,
-    else the couplings _cr_update kept in SA/SC[off + m]); then, for the blocks the next level
-    eliminates (m odd; column 0 after the last level), X[i, 0] = B_i^{-1} r_i.  An item writes only
-    r_i and X[i]; it reads X at the odd multiples of h, written by the previous pass."""
-    NZ = r.shape[1]
+    """The re-solve of level h for the kept i = 2 h m, one item per block (_rs_block).  An item writes
+    only r_i and X[i]; it reads X at the odd multiples of h, written by the previous pass."""
     for m in prange(n_kept):
-        i = 2 * h * m
-        uo = uint64(off + m)
-        for j in range(NZ):
-            uj = uint64(j)
-            rn = r[i, j]
-            if i - h >= 0:
-                uw = uint64(i - h)
-                if level0:
-                    f = lo[i, j]
-                    if f != 0.0:
-                        rn -= f * X[uw, 0, uj]
-                else:
-                    for k in range(NZ):
-                        f = SA[uo, uj, k]
-                        if f != 0.0:
-                            rn -= f * X[uw, 0, k]
-            if i + h < NX:
-                ue = uint64(i + h)
-                if level0:
-                    f = up[i, j]
-                    if f != 0.0:
-                        rn -= f * X[ue, 0, uj]
-                else:
-                    for k in range(NZ):
-                        f = SC[uo, uj, k]
-                        if f != 0.0:
-                            rn -= f * X[ue, 0, k]
-            r[i, j] = rn
-        if m % 2 == 1 or n_kept == 1:
-            for j in range(NZ):
-                X[i, 0, j] = r[i, j]
-            _lu_solve_row(LUT, piv, i, X, 0)
+        _rs_block(lo, up, SA, SC, off, r, piv, LUT, X, NX, h, n_kept, level0, m)
 
 
 _WORK: dict = {}
