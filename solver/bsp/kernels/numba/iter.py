@@ -855,17 +855,30 @@ def _cr_resolve(lo, up, b, dirichlet, fac):
 @njit(cache=True)
 def _resolve_levels(lo, up, b, dirichlet, piv, LUT, SA, SC, XA, XC, Xr, lv, off, x):
     """_cr_resolve's passes (_rs_first, _rs_level per level, then _cr_backsub per level from the last,
-    each a parallel region) called from compiled code: the same calls, the same bits."""
+    each a parallel region) called from compiled code: the same calls, the same bits.  A level of one
+    block (the top levels: 1 of the 7 _rs_level and 2 of the 7 _cr_backsub passes at NX = 65) runs its
+    items here in order instead (the same item functions: the same bits), without a parallel region's
+    start and barrier (~7 us at 16 threads) for one thread's work."""
     NX, NZ = b.shape
     X = Xr.reshape((NX, 1, NZ))  # the rows X[i, 0] are the rows Xr[i] (_lu_solve_row's layout)
     r = b.copy()
     _rs_first(r, piv, LUT, X, lv[0, 3])
     for lvl in range(lv.shape[0]):
-        _rs_level(lo, up, SA, SC, off[lvl], r, piv, LUT, X, NX, lv[lvl, 0], lv[lvl, 4], lvl == 0)
+        h, n_kept = lv[lvl, 0], lv[lvl, 4]
+        if n_kept == 1:
+            _rs_block(lo, up, SA, SC, off[lvl], r, piv, LUT, X, NX, h, n_kept, lvl == 0, 0)
+        else:
+            _rs_level(lo, up, SA, SC, off[lvl], r, piv, LUT, X, NX, h, n_kept, lvl == 0)
     for j in range(NZ):
         x[0, j] = b[0, j] if dirichlet[0, j] else Xr[0, j]
+    ng = (NZ + 3) // 4
     for lvl in range(lv.shape[0] - 1, -1, -1):
-        _cr_backsub(XA, XC, Xr, b, dirichlet, NX, lv[lvl, 0], lv[lvl, 1], lv[lvl, 2], lv[lvl, 3], x)
+        h, first, step, n_elim = lv[lvl, 0], lv[lvl, 1], lv[lvl, 2], lv[lvl, 3]
+        if n_elim == 1:
+            for t in range(ng):
+                _backsub_item(XA, XC, Xr, b, dirichlet, NX, h, first, step, t, x)
+        else:
+            _cr_backsub(XA, XC, Xr, b, dirichlet, NX, h, first, step, n_elim, x)
 
 
 def solve_linsys(model, backend, sysm, A, b, reuse=False):
@@ -983,18 +996,33 @@ def _norms_combine(part):
 # iteration of POTENTIAL instead of the ~10 dispatched calls of _newton_loop, with the serial NumPy pieces
 # in numba: b of the kept system with the rhs (one pass, no 2 MB D), the density N = 2 sum rho chi^2, the
 # norms with the stage tail (d eps/dx, A_eps, finite V).  docs/performance-numba-iter.md §9.
+@njit(cache=True)
+def _density_node(rho, chi, i, z):
+    """N[i, z] = 2 sum_{nu, p} rho chi^2, summed in (nu, p) order: _density_row's operations for one node."""
+    s = 0.0
+    for nu in range(chi.shape[1]):
+        for p in range(chi.shape[2]):
+            c = chi[i, nu, p, z]
+            s += rho[i, nu, p] * (c * c)
+    return s * 2.0
+
+
 @njit(parallel=True, cache=True)
-def _b_kernel(D0, F, V, N, ND, cp, cp_dz, bflat, b):
+def _b_kernel(D0, F, V, N, ND, cp, cp_dz, bflat, rho, chi, with_density, b):
     """b (NX, NZ) of the kept Newton system: the interior rhs -c_p (N - N_D) + c_p dz F V (_rhs_kernel's
     operations) and the boundary values, scaled by 1 / the diagonal of D0 + c_p dz F (_construct_kernel's):
     bitwise the b of newton_rhs + construct_linsys.  One item per (column, 4 rows): four dot products
-    side by side (each summed in _rhs_kernel's order)."""
+    side by side (each summed in _rhs_kernel's order).  ``with_density``: the item first writes N of its
+    nodes from (rho, chi) (_density_node: the start's density in this pass instead of a pass of its own)."""
     NX, NZ = b.shape
     nz = NZ - 2
     ng = (NZ + 3) // 4
     for t in prange(NX * ng):
         i = t // ng
         j0 = 4 * (t % ng)
+        if with_density:
+            for j in range(j0, min(j0 + 4, NZ)):
+                N[i, j] = _density_node(rho, chi, i, j)
         inner_i = 0 < i < NX - 1
         if inner_i and j0 > 0 and j0 + 3 < NZ - 1:  # four interior rows
             ui = uint64(i - 1)
@@ -1029,32 +1057,33 @@ def _b_kernel(D0, F, V, N, ND, cp, cp_dz, bflat, b):
             b[i, j] = v * (1.0 / d)
 
 
-@njit(parallel=True, cache=True)
-def _density_kernel(rho, chi, N):
-    """N (NX, NZ) = 2 sum_{nu, p} rho chi^2, summed in (nu, p) order per node: poisson.density to rounding."""
-    NX, NV, NS, NZ = chi.shape
-    for i in prange(NX):
-        ui = uint64(i)
-        for z in range(uint64(NZ)):
-            N[ui, z] = 0.0
-        for nu in range(NV):
-            for p in range(NS):
-                r = rho[i, nu, p]
-                for z in range(uint64(NZ)):
-                    c = chi[ui, nu, p, z]
-                    N[ui, z] += r * (c * c)
-        for z in range(uint64(NZ)):
-            N[ui, z] *= 2.0
+@njit(cache=True)
+def _density_row(rho, chi, i, N):
+    """N[i] = 2 sum_{nu, p} rho chi^2, summed in (nu, p) order per node: poisson.density to rounding."""
+    NV, NS, NZ = chi.shape[1], chi.shape[2], chi.shape[3]
+    ui = uint64(i)
+    for z in range(uint64(NZ)):
+        N[ui, z] = 0.0
+    for nu in range(NV):
+        for p in range(NS):
+            r = rho[i, nu, p]
+            for z in range(uint64(NZ)):
+                c = chi[ui, nu, p, z]
+                N[ui, z] += r * (c * c)
+    for z in range(uint64(NZ)):
+        N[ui, z] *= 2.0
 
 
 @njit(parallel=True, cache=True)
-def _norms_tail_kernel(Vn, Vo, Nn, No, eps, two_dx, dx, part, d):
-    """_norms_kernel's per-row partial results (the same operations; the finite check of x = Vn) and
-    the tail: d = d eps/dx as schrodinger.deps_dx (the same operations) and per row max |d|."""
+def _norms_tail_kernel(rho, chi, Vn, Vo, Nn, No, eps, two_dx, dx, part, d):
+    """Per row i: the density Nn[i] of (rho, chi) (_density_row), _norms_kernel's partial results (the same
+    operations; the finite check of x = Vn) and the tail: d = d eps/dx as schrodinger.deps_dx (the same
+    operations) and per row max |d|.  Row i's norms read only row i of Nn: one pass for the three."""
     NX, NZ = Vn.shape
     NV, NS = eps.shape[1], eps.shape[2]
     flat = Vn.reshape(NX * NZ)
     for i in prange(NX):
+        _density_row(rho, chi, i, Nn)
         _row_norms(Vn, Vo, Nn, No, flat, i, part)
         amax = 0.0
         for nu in range(NV):
@@ -1080,13 +1109,6 @@ def _tail_combine(part):
     return m0, s0, m1, s1, fin, a
 
 
-def _density(rho, chi):
-    NX, _, _, NZ = chi.shape
-    N = np.empty((NX, NZ))
-    _density_kernel(rho, chi, N)
-    return N
-
-
 def _usable(model, backend) -> bool:
     """newton_iteration runs where this module's eigen and CR solve are the phases' implementations
     (not with numerics.linsys = batched_cr, whose array code keeps its own factors)."""
@@ -1101,8 +1123,10 @@ def newton_iteration(model, backend, sysm, jac, V, N, eps, rho, bflat, levels=No
     factors of A (_cr_factors; a resumed run's A is factored here first, as solve_linsys's first call
     would).  The start's eigenpairs and density where N is None (from V, as _newton_loop's start), b of
     the kept system with the rhs (_b_kernel: bitwise newton_rhs + linsys_rhs), the re-solve (_cr_resolve),
-    the new iterate's eigenpairs and density (_density_kernel: poisson.density to rounding), the norms
-    (bitwise newton_norms's) and the stage tail (bitwise schrodinger.deps_dx's d eps/dx and A_eps)."""
+    the new iterate's eigenpairs, its density (_density_row: poisson.density to rounding), the norms
+    (bitwise newton_norms's) and the stage tail (bitwise schrodinger.deps_dx's d eps/dx and A_eps), these
+    three in one pass (_norms_tail_kernel).  Parallel regions: the start's eigen, b (with the start's
+    density), the re-solve's 12 (standard mesh), eigen, the norms pass."""
     if N is None and levels is None or not _cached(model, "newton_iteration.usable", lambda: _usable(model, backend)):
         return None
     _threads(backend)
@@ -1114,22 +1138,25 @@ def newton_iteration(model, backend, sysm, jac, V, N, eps, rho, bflat, levels=No
             return None
         solve_linsys(model, backend, sysm, A, np.zeros((NX, NZ)), False)  # factors A alone
     rho = _f64(rho)
-    if N is None:
+    start = N is None  # the start's density: in _b_kernel's pass
+    if start:
         eps, chi = eigen(model, backend, V, levels)
-        N = _density(rho, chi)
+        N = np.empty((NX, NZ))
+    else:
+        chi = _cached(model, "newton_iteration.no_chi", lambda: np.zeros((1, 1, 1, 1)))
     V = _f64(V)
     bs = blocktri.block_system(model, sysm)
     b = np.empty((NX, NZ))
     _b_kernel(bs.D0, _f64(F), V, _f64(N), _f64(model.on(backend, "N_D")), float(model.cp), float(sysm.cp_dz),
-              _f64(bflat), b)
+              _f64(bflat), rho, _f64(chi), start, b)
     dirichlet = _cached(model, ("dirichlet", sysm.x_bc), lambda: np.asarray(sysm.dirichlet, dtype=np.bool_))
     V_new = _cr_resolve(_f64(A[1]), _f64(A[2]), b, dirichlet, fac)
     eps_new, chi_new = eigen(model, backend, V_new, eps)
-    N_new = _density(rho, chi_new)
+    N_new = np.empty((NX, NZ))
     part = np.empty((NX, 6))
     d = np.empty_like(eps_new)
     dx = model.dx
-    _norms_tail_kernel(V_new, V, N_new, _f64(N), eps_new, 2.0 * dx, dx, part, d)
+    _norms_tail_kernel(rho, chi_new, V_new, V, N_new, _f64(N), eps_new, 2.0 * dx, dx, part, d)
     m0, s0, m1, s1, fin, a = _tail_combine(part)
     w = math.sqrt(model.dx * model.dz)
     nrm = dict(zip(("dV_inf", "dV_l2", "dN_inf", "dN_l2"), [float(m0), w * math.sqrt(s0), float(m1), w * math.sqrt(s1)]))
