@@ -50,7 +50,7 @@ from solver.bsp import blocktri
 from solver.bsp import constants as K
 from solver.bsp import schrodinger
 from solver.bsp.kernels import f64 as _to_f64
-from solver.bsp.kernels.numba._common import cached as _cached, set_threads as _threads
+from solver.bsp.kernels.numba._common import cached as _cached, out_array as _out_array, set_threads as _threads
 
 ULP = float(np.finfo(float).eps)  # LAPACK dlamch('P')
 TINY = float(np.finfo(float).tiny)  # LAPACK dlamch('S')
@@ -321,10 +321,13 @@ def eigen(model, backend, V, levels=None):
     V = _f64(V)
     NX, NZ = V.shape
     ns = model.N_sbn
+    return _eigen_into(model, V, np.empty((NX, K.N_VALLEYS, ns)), np.empty((NX, K.N_VALLEYS, ns, NZ)))
+
+
+def _eigen_into(model, V, eps, chi):
+    """eigen's kernel call, into the given eps (NX, 3, N_sbn) and chi (NX, 3, N_sbn, NZ)."""
     kd, ko, Vc, x0 = _cached(model, "eigen.constants", lambda: _eigen_constants(model))
-    eps = np.empty((NX, K.N_VALLEYS, ns))
-    chi = np.empty((NX, K.N_VALLEYS, ns, NZ))
-    _eigen_kernel(V, kd, ko, Vc, 1.0 / np.sqrt(model.dz), schrodinger.SIGN_THRESHOLD, x0, eps, chi)
+    _eigen_kernel(V, kd, ko, Vc, 1.0 / math.sqrt(model.dz), schrodinger.SIGN_THRESHOLD, x0, eps, chi)
     return eps, chi
 
 
@@ -779,7 +782,7 @@ def _cr_work(NX: int, NZ: int) -> dict:
     def build():
         blk = lambda: np.empty((NX, NZ, NZ))  # noqa: E731
         return dict(B=blk(), A=blk(), C=blk(), A2=blk(), C2=blk(),
-                    XT=np.empty((NX, 2 * NZ + 1, NZ)), Xr=np.empty((NX, NZ)))
+                    XT=np.empty((NX, 2 * NZ + 1, NZ)), Xr=np.empty((NX, NZ)), r=np.empty((NX, NZ)))
     return _work(("cr", NX, NZ), build)
 
 
@@ -835,25 +838,28 @@ def _cr_backsub_all(XA, XC, Xr, b, dirichlet, levels):
     return x
 
 
-def _cr_resolve(lo, up, b, dirichlet, fac):
+def _cr_resolve(lo, up, b, dirichlet, fac, x=None):
     """x (NX, NZ) for a new b with the kept factors of _cr_solve (NX >= 2): the right-hand side's
     part of every level (B^{-1} r of the eliminated blocks, the updates of the kept r), one parallel
     pass per level, then the same back substitution.  The same operations in the same order as
     _cr_solve: the same bits.  ~8 NX NZ^2 flops against ~NX NZ^3 (docs/performance-numba-iter.md §8).
-    The level loop runs compiled (_resolve_levels: one call from Python instead of ~2 log2(NX) + 1)."""
+    The level loop runs compiled (_resolve_levels: one call from Python instead of ~2 log2(NX) + 1).
+    x: the output (NX, NZ) (None: a new array)."""
     NX, NZ = b.shape
     lv = fac.get("levels_arr")
     if lv is None:
         lv = fac["levels_arr"] = np.array(fac["levels"], dtype=np.int64).reshape(-1, 5)
         fac["off_arr"] = np.array(fac["off"], dtype=np.int64)
-    x = np.empty((NX, NZ))
+    if x is None:
+        x = np.empty((NX, NZ))
+    w = _cr_work(NX, NZ)
     _resolve_levels(lo, up, b, dirichlet, fac["piv"], fac["LUT"], fac["SA"], fac["SC"], fac["XA"], fac["XC"],
-                    _cr_work(NX, NZ)["Xr"], lv, fac["off_arr"], x)
+                    w["Xr"], lv, fac["off_arr"], w["r"], x)
     return x
 
 
 @njit(cache=True)
-def _resolve_levels(lo, up, b, dirichlet, piv, LUT, SA, SC, XA, XC, Xr, lv, off, x):
+def _resolve_levels(lo, up, b, dirichlet, piv, LUT, SA, SC, XA, XC, Xr, lv, off, r, x):
     """_cr_resolve's passes (_rs_first, _rs_level per level, then _cr_backsub per level from the last,
     each a parallel region) called from compiled code: the same calls, the same bits.  A level of one
     block (the top levels: 1 of the 7 _rs_level and 2 of the 7 _cr_backsub passes at NX = 65) runs its
@@ -861,7 +867,9 @@ def _resolve_levels(lo, up, b, dirichlet, piv, LUT, SA, SC, XA, XC, Xr, lv, off,
     start and barrier (~7 us at 16 threads) for one thread's work."""
     NX, NZ = b.shape
     X = Xr.reshape((NX, 1, NZ))  # the rows X[i, 0] are the rows Xr[i] (_lu_solve_row's layout)
-    r = b.copy()
+    for i in range(NX):  # r: the work copy of b (shared work array, _cr_work)
+        for j in range(NZ):
+            r[i, j] = b[i, j]
     _rs_first(r, piv, LUT, X, lv[0, 3])
     for lvl in range(lv.shape[0]):
         h, n_kept = lv[lvl, 0], lv[lvl, 4]
@@ -1117,6 +1125,9 @@ def _usable(model, backend) -> bool:
     return kernels.lookup(model, backend, "solve_linsys") is solve_linsys and kernels.lookup(model, backend, "eigen") is eigen
 
 
+OUT_POOL = 8  # newton_iteration's results kept per kind (V: up to 6 held at once, see there)
+
+
 def newton_iteration(model, backend, sysm, jac, V, N, eps, rho, bflat, levels=None):
     """poisson.newton_iteration (same arguments, same result to rounding; None where it cannot run): one
     simplified-Newton iteration of POTENTIAL with the kept Jacobian jac = (F, A) and the kept block-CR
@@ -1138,23 +1149,31 @@ def newton_iteration(model, backend, sysm, jac, V, N, eps, rho, bflat, levels=No
             return None
         solve_linsys(model, backend, sysm, A, np.zeros((NX, NZ)), False)  # factors A alone
     rho = _f64(rho)
-    start = N is None  # the start's density: in _b_kernel's pass
+    ns = model.N_sbn
+    work = _cached(model, "newton_iteration.work", lambda: dict(
+        b=np.empty((NX, NZ)), part=np.empty((NX, 6)), N=np.empty((NX, NZ)), eps=np.empty((NX, K.N_VALLEYS, ns)),
+        chi=np.empty((NX, K.N_VALLEYS, ns, NZ)), no_chi=np.zeros((1, 1, 1, 1))))
+    start = N is None  # the start's eigenpairs and density: work arrays (not returned); N in _b_kernel's pass
     if start:
-        eps, chi = eigen(model, backend, V, levels)
-        N = np.empty((NX, NZ))
+        eps, chi = _eigen_into(model, _f64(V), work["eps"], work["chi"])
+        N = work["N"]
     else:
-        chi = _cached(model, "newton_iteration.no_chi", lambda: np.zeros((1, 1, 1, 1)))
+        chi = work["no_chi"]
     V = _f64(V)
     bs = blocktri.block_system(model, sysm)
-    b = np.empty((NX, NZ))
+    b = work["b"]
     _b_kernel(bs.D0, _f64(F), V, _f64(N), _f64(model.on(backend, "N_D")), float(model.cp), float(sysm.cp_dz),
               _f64(bflat), rho, _f64(chi), start, b)
     dirichlet = _cached(model, ("dirichlet", sysm.x_bc), lambda: np.asarray(sysm.dirichlet, dtype=np.bool_))
-    V_new = _cr_resolve(_f64(A[1]), _f64(A[2]), b, dirichlet, fac)
-    eps_new, chi_new = eigen(model, backend, V_new, eps)
-    N_new = np.empty((NX, NZ))
-    part = np.empty((NX, 6))
-    d = np.empty_like(eps_new)
+    # the results: the model's earlier ones that nobody holds any more (_common.out_array; the V of up to 6
+    # stages are held at once: State, stage_V, the last step's V^n and V^(1), IterResult)
+    V_new = _cr_resolve(_f64(A[1]), _f64(A[2]), b, dirichlet, fac,
+                        _out_array(model, "newton_iteration.V", (NX, NZ), OUT_POOL))
+    eps_new, chi_new = _eigen_into(model, V_new, _out_array(model, "newton_iteration.eps", (NX, K.N_VALLEYS, ns), OUT_POOL),
+                                   _out_array(model, "newton_iteration.chi", (NX, K.N_VALLEYS, ns, NZ), OUT_POOL))
+    N_new = _out_array(model, "newton_iteration.N", (NX, NZ), OUT_POOL)
+    part = work["part"]
+    d = _out_array(model, "newton_iteration.deps_dx", eps_new.shape, OUT_POOL)
     dx = model.dx
     _norms_tail_kernel(rho, chi_new, V_new, V, N_new, _f64(N), eps_new, 2.0 * dx, dx, part, d)
     m0, s0, m1, s1, fin, a = _tail_combine(part)
