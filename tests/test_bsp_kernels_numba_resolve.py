@@ -1,6 +1,6 @@
-"""The numba re-solve's row-interleaved kernels (solver/bsp/kernels/numba/iter.py: _cr_backsub,
-_rs_level; docs/performance-numba-iter.md §10) against their one-row-at-a-time versions of
-850f4a3 (copied below, serial): the same operations per row in the same order, so the same bits,
+"""The numba re-solve's kernels with the rows side by side (solver/bsp/kernels/numba/iter.py: _cr_backsub,
+_rs_level on the transposed blocks; docs/performance-numba-iter.md §10) against their one-row-at-a-time
+versions of 850f4a3 (copied below, serial): the same operations per row in the same order, so the same bits,
 on every level of the cyclic reduction of several meshes (NZ mod 4 = 0, 1, 2, 3), with zero
 couplings next to non-finite entries (the skip of a zero coupling kept: 0 * inf is not added).
 CPU only; skipped without numba."""
@@ -70,6 +70,11 @@ def _rs_level_ref(lo, up, SA, SC, off, r, piv, LUT, X, NX, h, n_kept, level0):
             ni._lu_solve_row(LUT, piv, i, X, 0)
 
 
+def T(a):
+    """The transposed blocks (the new kernels' layout: XAT[i, k, j] = XA[i, j, k], SA likewise)."""
+    return np.ascontiguousarray(a.transpose(0, 2, 1))
+
+
 def _sparse(rng, shape, zero=0.3):
     a = rng.standard_normal(shape)
     a[rng.random(shape) < zero] = 0.0
@@ -100,7 +105,7 @@ def test_interleaved_kernels_are_bitwise_the_row_versions(rng, NX, NZ, threads):
         o = off if lvl > 0 else 0
         rA, XA_ = r0.copy(), X0.copy()
         rB, XB_ = r0.copy(), X0.copy()
-        ni._rs_level(lo, up, SA, SC, o, rA, piv, LUT, XA_, NX, h, n_kept, lvl == 0)
+        ni._rs_level(lo, up, T(SA), T(SC), o, rA, piv, LUT, XA_, NX, h, n_kept, lvl == 0)
         _rs_level_ref(lo, up, SA, SC, o, rB, piv, LUT, XB_, NX, h, n_kept, lvl == 0)
         np.testing.assert_array_equal(rA, rB)
         np.testing.assert_array_equal(XA_, XB_)
@@ -109,6 +114,6 @@ def test_interleaved_kernels_are_bitwise_the_row_versions(rng, NX, NZ, threads):
             off += n_kept
         xA = rng.standard_normal((NX, NZ))
         xB = xA.copy()
-        ni._cr_backsub(XA, XC, Xr, b, dirichlet, NX, h, first, step, n_elim, xA)
+        ni._cr_backsub(T(XA), T(XC), Xr, b, dirichlet, NX, h, first, step, n_elim, xA)
         _backsub_ref(XA, XC, Xr, b, dirichlet, NX, h, first, step, n_elim, xB)
         np.testing.assert_array_equal(xA, xB)

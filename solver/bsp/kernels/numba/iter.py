@@ -487,11 +487,12 @@ def _lu_solve_row(LUT, piv, i, X, c):
 
 
 @njit(parallel=True, cache=True)
-def _cr_eliminate(D, lo, up, B, A, C, r, piv, LUT, XT, XA, XC, Xr, NX, h, first, step, n_elim, level0):
+def _cr_eliminate(D, lo, up, B, A, C, r, piv, LUT, XT, XA, XC, XAT, XCT, Xr, NX, h, first, step, n_elim, level0):
     """[XA | XC | Xr]_i = B_i^{-1} [A_i | C_i | r_i] for the eliminated i = first + step m (A_i = 0
     when i - h < 0, C_i = 0 when i + h >= NX).  Three parallel passes: the LU factors of the
     blocks; one right-hand side per item, solved as a contiguous row of XT; XT transposed into
-    XA, XC, Xr.  Level 0 reads the blocks from (D, lo, up): B_i = D_i (copied here, in parallel),
+    XA, XC, Xr, and copied as they are into XAT, XCT (XAT[i, c, j] = XA[i, j, c]: the back substitution's
+    layout, rows side by side).  Level 0 reads the blocks from (D, lo, up): B_i = D_i (copied here, in parallel),
     A_i = diag(lo_i), C_i = diag(up_i), so column c of B_i^{-1} is computed once and scaled by
     lo_i[c] and up_i[c]."""
     NZ = r.shape[1]
@@ -540,12 +541,18 @@ def _cr_eliminate(D, lo, up, B, A, C, r, piv, LUT, XT, XA, XC, Xr, NX, h, first,
             east = 1.0 if i + h < NX else 0.0
             for c in range(NZ):
                 v = XT[i, c, j]
-                XA[i, j, c] = v * (lo[i, c] * west)
-                XC[i, j, c] = v * (up[i, c] * east)
+                va = v * (lo[i, c] * west)
+                vc = v * (up[i, c] * east)
+                XA[i, j, c] = va
+                XC[i, j, c] = vc
+                XAT[i, c, j] = va
+                XCT[i, c, j] = vc
         else:
             for c in range(NZ):
                 XA[i, j, c] = XT[i, c, j]
                 XC[i, j, c] = XT[i, NZ + c, j]
+                XAT[i, c, j] = XT[i, c, j]
+                XCT[i, c, j] = XT[i, NZ + c, j]
 
 
 @njit(parallel=True, cache=True)
@@ -553,7 +560,7 @@ def _cr_update(D, lo, up, B, A, C, r, XA, XC, Xr, NX, h, n_kept, level0, A2, C2,
     """The kept i = 2 h m, row by row: B_i -= A_i XC_{i-h} + C_i XA_{i+h}, A2_i = -A_i XA_{i-h},
     C2_i = -C_i XC_{i+h}, r_i -= A_i Xr_{i-h} + C_i Xr_{i+h} (level 0: B_i = D_i, A_i = diag(lo_i),
     C_i = diag(up_i)).  Levels >= 1 also keep A_i and C_i (the couplings this level replaces) in
-    SA[off + m], SC[off + m] for the re-solve (_rs_level)."""
+    SA[off + m], SC[off + m], transposed (SA[off + m, k, j] = A_i[j, k]), for the re-solve (_rs_block)."""
     NZ = r.shape[1]
     un = uint64(NZ)
     for t in prange(n_kept * NZ):
@@ -576,7 +583,7 @@ def _cr_update(D, lo, up, B, A, C, r, XA, XC, Xr, NX, h, n_kept, level0, A2, C2,
             for k in range(k0, k1):
                 f = lo[i, j] if level0 else A[i, j, k]
                 if not level0:
-                    SA[uo, uj, k] = f
+                    SA[uo, uint64(k), uj] = f
                 if f != 0.0:
                     uk = uint64(k)
                     for q in range(un):
@@ -588,7 +595,7 @@ def _cr_update(D, lo, up, B, A, C, r, XA, XC, Xr, NX, h, n_kept, level0, A2, C2,
             for k in range(k0, k1):
                 f = up[i, j] if level0 else C[i, j, k]
                 if not level0:
-                    SC[uo, uj, k] = f
+                    SC[uo, uint64(k), uj] = f
                 if f != 0.0:
                     uk = uint64(k)
                     for q in range(un):
@@ -598,67 +605,49 @@ def _cr_update(D, lo, up, B, A, C, r, XA, XC, Xr, NX, h, n_kept, level0, A2, C2,
         r[i, j] = rn
 
 
+ROWS = 16  # rows per item of the back substitution (side by side: the inner loop runs along them)
+
+
 @njit(cache=True)
-def _backsub_item(XA, XC, Xr, b, dirichlet, NX, h, first, step, t, x):
-    """Item t of _cr_backsub: rows 4 g .. 4 g + 3 of block i = first + step (t // ng), ng = ceil(NZ / 4):
-    x_i[j] = Xr_i[j] - sum_k XA_i[j, k] x_{i-h}[k] - sum_k XC_i[j, k] x_{i+h}[k], each row one chain in k
-    order (as before: the same bits); four rows side by side (four independent chains instead of one
-    latency-bound chain), the NZ mod 4 rows of the last group one by one."""
+def _backsub_item(XAT, XCT, Xr, b, dirichlet, NX, h, first, step, t, x):
+    """Item t of _cr_backsub: the rows j0 = ROWS g .. j0 + ROWS - 1 of block i = first + step (t // ng),
+    ng = ceil(NZ / ROWS): x_i[j] = Xr_i[j] - sum_k XA_i[j, k] x_{i-h}[k] - sum_k XC_i[j, k] x_{i+h}[k] (b_i[j]
+    at Dirichlet entries), each row's sum one chain in k order, as the one-row loop of 850f4a3 (the same
+    bits); the rows side by side: for each k a contiguous row of XAT (= XA transposed) times x_{i-h}[k] is
+    subtracted from the rows' partial sums in x_i (a vectorised loop along j instead of one latency-bound
+    chain per row)."""
     NZ = b.shape[1]
-    ng = (NZ + 3) // 4
-    un = uint64(NZ)
+    ng = (NZ + ROWS - 1) // ROWS
     i = first + step * (t // ng)
-    j0 = 4 * (t % ng)
+    j0 = ROWS * (t % ng)
+    uj0 = uint64(j0)
+    uj1 = uint64(min(j0 + ROWS, NZ))
     ui = uint64(i)
     uw = uint64(i - h)
-    east = i + h < NX
-    if j0 + 3 < NZ:
-        u0 = uint64(j0)
-        u1 = u0 + uint64(1)
-        u2 = u0 + uint64(2)
-        u3 = u0 + uint64(3)
-        v0 = Xr[ui, u0]
-        v1 = Xr[ui, u1]
-        v2 = Xr[ui, u2]
-        v3 = Xr[ui, u3]
-        for k in range(un):
-            xw = x[uw, k]
-            v0 -= XA[ui, u0, k] * xw
-            v1 -= XA[ui, u1, k] * xw
-            v2 -= XA[ui, u2, k] * xw
-            v3 -= XA[ui, u3, k] * xw
-        if east:
-            ue = uint64(i + h)
-            for k in range(un):
-                xe = x[ue, k]
-                v0 -= XC[ui, u0, k] * xe
-                v1 -= XC[ui, u1, k] * xe
-                v2 -= XC[ui, u2, k] * xe
-                v3 -= XC[ui, u3, k] * xe
-        x[ui, u0] = b[ui, u0] if dirichlet[ui, u0] else v0
-        x[ui, u1] = b[ui, u1] if dirichlet[ui, u1] else v1
-        x[ui, u2] = b[ui, u2] if dirichlet[ui, u2] else v2
-        x[ui, u3] = b[ui, u3] if dirichlet[ui, u3] else v3
-        return
-    for j in range(j0, NZ):
-        uj = uint64(j)
-        v = Xr[ui, uj]
-        for k in range(un):
-            v -= XA[ui, uj, k] * x[uw, k]
-        if east:
-            ue = uint64(i + h)
-            for k in range(un):
-                v -= XC[ui, uj, k] * x[ue, k]
-        x[ui, uj] = b[ui, uj] if dirichlet[ui, uj] else v
+    for j in range(uj0, uj1):
+        x[ui, j] = Xr[ui, j]
+    for k in range(uint64(NZ)):
+        xk = x[uw, k]
+        for j in range(uj0, uj1):
+            x[ui, j] -= XAT[ui, k, j] * xk
+    if i + h < NX:
+        ue = uint64(i + h)
+        for k in range(uint64(NZ)):
+            xk = x[ue, k]
+            for j in range(uj0, uj1):
+                x[ui, j] -= XCT[ui, k, j] * xk
+    for j in range(uj0, uj1):
+        if dirichlet[ui, j]:
+            x[ui, j] = b[ui, j]
 
 
 @njit(parallel=True, cache=True)
-def _cr_backsub(XA, XC, Xr, b, dirichlet, NX, h, first, step, n_elim, x):
+def _cr_backsub(XAT, XCT, Xr, b, dirichlet, NX, h, first, step, n_elim, x):
     """The back substitution of one level: x_i for the eliminated i = first + step m (_backsub_item),
-    one item per (block, four rows)."""
-    ng = (b.shape[1] + 3) // 4
+    one item per (block, ROWS rows)."""
+    ng = (b.shape[1] + ROWS - 1) // ROWS
     for t in prange(n_elim * ng):
-        _backsub_item(XA, XC, Xr, b, dirichlet, NX, h, first, step, t, x)
+        _backsub_item(XAT, XCT, Xr, b, dirichlet, NX, h, first, step, t, x)
 
 
 @njit(parallel=True, cache=True)
@@ -675,81 +664,45 @@ def _rs_first(r, piv, LUT, X, n_elim):
 
 @njit(cache=True)
 def _rs_block(lo, up, SA, SC, off, r, piv, LUT, X, NX, h, n_kept, level0, m):
-    """Block m of _rs_level: r_i -= A_i X_{i-h} + C_i X_{i+h} for the kept i = 2 h m, each row one chain
-    in _cr_update's order (k ascending, a zero coupling skipped: the same bits as before), four rows side
-    by side at levels >= 1 (four independent chains instead of one latency-bound chain); then, for the
-    blocks the next level eliminates (m odd; column 0 after the last level), X[i, 0] = B_i^{-1} r_i."""
+    """Block m of _rs_level: r_i -= A_i X_{i-h} + C_i X_{i+h} for the kept i = 2 h m, each row's sum one
+    chain in _cr_update's order (k ascending, the west coupling then the east one, a zero coupling skipped:
+    the same bits as the one-row loop of 850f4a3); at levels >= 1 the rows side by side (SA, SC transposed:
+    for each k a contiguous row SA[off + m, k, :] times X_{i-h}[k], a vectorised loop along j); then, for
+    the blocks the next level eliminates (m odd; column 0 after the last level), X[i, 0] = B_i^{-1} r_i."""
     NZ = r.shape[1]
     un = uint64(NZ)
     i = 2 * h * m
     ui = uint64(i)
     uo = uint64(off + m)
-    west = i - h >= 0
-    east = i + h < NX
-    uw = uint64(i - h) if west else uint64(0)
-    ue = uint64(i + h) if east else uint64(0)
-    j1 = 0
-    if not level0:
-        for g in range(NZ // 4):
-            u0 = uint64(4 * g)
-            u1 = u0 + uint64(1)
-            u2 = u0 + uint64(2)
-            u3 = u0 + uint64(3)
-            r0 = r[ui, u0]
-            r1 = r[ui, u1]
-            r2 = r[ui, u2]
-            r3 = r[ui, u3]
-            if west:
-                for k in range(un):
-                    xk = X[uw, 0, k]
-                    f0 = SA[uo, u0, k]
-                    f1 = SA[uo, u1, k]
-                    f2 = SA[uo, u2, k]
-                    f3 = SA[uo, u3, k]
-                    r0 = r0 - f0 * xk if f0 != 0.0 else r0
-                    r1 = r1 - f1 * xk if f1 != 0.0 else r1
-                    r2 = r2 - f2 * xk if f2 != 0.0 else r2
-                    r3 = r3 - f3 * xk if f3 != 0.0 else r3
-            if east:
-                for k in range(un):
-                    xk = X[ue, 0, k]
-                    f0 = SC[uo, u0, k]
-                    f1 = SC[uo, u1, k]
-                    f2 = SC[uo, u2, k]
-                    f3 = SC[uo, u3, k]
-                    r0 = r0 - f0 * xk if f0 != 0.0 else r0
-                    r1 = r1 - f1 * xk if f1 != 0.0 else r1
-                    r2 = r2 - f2 * xk if f2 != 0.0 else r2
-                    r3 = r3 - f3 * xk if f3 != 0.0 else r3
-            r[ui, u0] = r0
-            r[ui, u1] = r1
-            r[ui, u2] = r2
-            r[ui, u3] = r3
-        j1 = 4 * (NZ // 4)
-    for j in range(j1, NZ):
-        uj = uint64(j)
-        rn = r[ui, uj]
-        if west:
-            if level0:
-                f = lo[ui, uj]
+    if level0:
+        for j in range(un):
+            rn = r[ui, j]
+            if i - h >= 0:
+                f = lo[ui, j]
                 if f != 0.0:
-                    rn -= f * X[uw, 0, uj]
-            else:
-                for k in range(un):
-                    f = SA[uo, uj, k]
-                    if f != 0.0:
-                        rn -= f * X[uw, 0, k]
-        if east:
-            if level0:
-                f = up[ui, uj]
+                    rn -= f * X[uint64(i - h), 0, j]
+            if i + h < NX:
+                f = up[ui, j]
                 if f != 0.0:
-                    rn -= f * X[ue, 0, uj]
-            else:
-                for k in range(un):
-                    f = SC[uo, uj, k]
-                    if f != 0.0:
-                        rn -= f * X[ue, 0, k]
-        r[ui, uj] = rn
+                    rn -= f * X[uint64(i + h), 0, j]
+            r[ui, j] = rn
+    else:
+        if i - h >= 0:
+            uw = uint64(i - h)
+            for k in range(un):
+                xk = X[uw, 0, k]
+                for j in range(un):
+                    f = SA[uo, k, j]
+                    rn = r[ui, j]
+                    r[ui, j] = rn - f * xk if f != 0.0 else rn
+        if i + h < NX:
+            ue = uint64(i + h)
+            for k in range(un):
+                xk = X[ue, 0, k]
+                for j in range(un):
+                    f = SC[uo, k, j]
+                    rn = r[ui, j]
+                    r[ui, j] = rn - f * xk if f != 0.0 else rn
     if m % 2 == 1 or n_kept == 1:
         for j in range(NZ):
             X[i, 0, j] = r[i, j]
@@ -790,10 +743,11 @@ def _cr_factors(model, sysm, NX: int, NZ: int) -> dict:
     """The factorization of the last block system solved of ``sysm``'s kind (x_bc), kept on the model
     for solve_linsys(..., reuse=True), as poisson.solve_linsys keeps its SuperLU object and
     GaussJordanCR its inverses: the LU factors of every eliminated block (LUT transposed, piv) and
-    B^{-1} A, B^{-1} C (XA, XC), each block column eliminated once (indices disjoint over the
-    levels), and the couplings A_i, C_i of the kept blocks of the levels >= 1 (SA, SC, level l at
-    off[l]: _cr_update replaces them).  "A": the matrix object they belong to (None: none valid).
-    3 NX NZ^2 + 2 sum n_kept NZ^2 doubles (8.8 MB standard, 68 MB at 129 x 129)."""
+    B^{-1} A, B^{-1} C (XA, XC for the updates; XAT, XCT, the same transposed, for the back
+    substitution), each block column eliminated once (indices disjoint over the levels), and the
+    couplings A_i, C_i of the kept blocks of the levels >= 1 (SA, SC, transposed, level l at off[l]:
+    _cr_update replaces them).  "A": the matrix object they belong to (None: none valid).
+    5 NX NZ^2 + 2 sum n_kept NZ^2 doubles (13.2 MB standard, 102 MB at 129 x 129)."""
     key = ("numba", "iter.cr_factors", sysm.x_bc)
     cache = model.device_cache
     f = cache.get(key)
@@ -805,6 +759,7 @@ def _cr_factors(model, sysm, NX: int, NZ: int) -> dict:
             n += n_kept if lvl > 0 else 0
         blk = lambda k: np.empty((k, NZ, NZ))  # noqa: E731
         f = dict(shape=(NX, NZ), A=None, levels=levels, off=off, LUT=blk(NX), XA=blk(NX), XC=blk(NX),
+                 XAT=blk(NX), XCT=blk(NX),
                  piv=np.empty((NX, NZ), dtype=np.int64), SA=blk(max(n, 1)), SC=blk(max(n, 1)))
         cache[key] = f
     return f
@@ -819,22 +774,23 @@ def _cr_solve(D, lo, up, b, dirichlet, fac):
     B, A, C, A2, C2 = w["B"], w["A"], w["C"], w["A2"], w["C2"]  # A, C of this level and the next
     XT, Xr = w["XT"], w["Xr"]
     piv, LUT, XA, XC, SA, SC = fac["piv"], fac["LUT"], fac["XA"], fac["XC"], fac["SA"], fac["SC"]
+    XAT, XCT = fac["XAT"], fac["XCT"]
     r = b.copy()
     levels = fac["levels"]
     for lvl, (h, first, step, n_elim, n_kept) in enumerate(levels):
-        _cr_eliminate(D, lo, up, B, A, C, r, piv, LUT, XT, XA, XC, Xr, NX, h, first, step, n_elim, lvl == 0)
+        _cr_eliminate(D, lo, up, B, A, C, r, piv, LUT, XT, XA, XC, XAT, XCT, Xr, NX, h, first, step, n_elim, lvl == 0)
         _cr_update(D, lo, up, B, A, C, r, XA, XC, Xr, NX, h, n_kept, lvl == 0, A2, C2, SA, SC, fac["off"][lvl])
         A, C, A2, C2 = A2, C2, A, C
-    _cr_eliminate(D, lo, up, B, A, C, r, piv, LUT, XT, XA, XC, Xr, NX, NX, 0, 0, 1, NX == 1)
-    return _cr_backsub_all(XA, XC, Xr, b, dirichlet, levels)
+    _cr_eliminate(D, lo, up, B, A, C, r, piv, LUT, XT, XA, XC, XAT, XCT, Xr, NX, NX, 0, 0, 1, NX == 1)
+    return _cr_backsub_all(XAT, XCT, Xr, b, dirichlet, levels)
 
 
-def _cr_backsub_all(XA, XC, Xr, b, dirichlet, levels):
+def _cr_backsub_all(XAT, XCT, Xr, b, dirichlet, levels):
     NX, NZ = b.shape
     x = np.empty((NX, NZ))
     x[0] = np.where(dirichlet[0], b[0], Xr[0])
     for h, first, step, n_elim, _ in reversed(levels):
-        _cr_backsub(XA, XC, Xr, b, dirichlet, NX, h, first, step, n_elim, x)
+        _cr_backsub(XAT, XCT, Xr, b, dirichlet, NX, h, first, step, n_elim, x)
     return x
 
 
@@ -853,13 +809,13 @@ def _cr_resolve(lo, up, b, dirichlet, fac, x=None):
     if x is None:
         x = np.empty((NX, NZ))
     w = _cr_work(NX, NZ)
-    _resolve_levels(lo, up, b, dirichlet, fac["piv"], fac["LUT"], fac["SA"], fac["SC"], fac["XA"], fac["XC"],
+    _resolve_levels(lo, up, b, dirichlet, fac["piv"], fac["LUT"], fac["SA"], fac["SC"], fac["XAT"], fac["XCT"],
                     w["Xr"], lv, fac["off_arr"], w["r"], x)
     return x
 
 
 @njit(cache=True)
-def _resolve_levels(lo, up, b, dirichlet, piv, LUT, SA, SC, XA, XC, Xr, lv, off, r, x):
+def _resolve_levels(lo, up, b, dirichlet, piv, LUT, SA, SC, XAT, XCT, Xr, lv, off, r, x):
     """_cr_resolve's passes (_rs_first, _rs_level per level, then _cr_backsub per level from the last,
     each a parallel region) called from compiled code: the same calls, the same bits.  A level of one
     block (the top levels: 1 of the 7 _rs_level and 2 of the 7 _cr_backsub passes at NX = 65) runs its
@@ -879,14 +835,14 @@ def _resolve_levels(lo, up, b, dirichlet, piv, LUT, SA, SC, XA, XC, Xr, lv, off,
             _rs_level(lo, up, SA, SC, off[lvl], r, piv, LUT, X, NX, h, n_kept, lvl == 0)
     for j in range(NZ):
         x[0, j] = b[0, j] if dirichlet[0, j] else Xr[0, j]
-    ng = (NZ + 3) // 4
+    ng = (NZ + ROWS - 1) // ROWS
     for lvl in range(lv.shape[0] - 1, -1, -1):
         h, first, step, n_elim = lv[lvl, 0], lv[lvl, 1], lv[lvl, 2], lv[lvl, 3]
         if n_elim == 1:
             for t in range(ng):
-                _backsub_item(XA, XC, Xr, b, dirichlet, NX, h, first, step, t, x)
+                _backsub_item(XAT, XCT, Xr, b, dirichlet, NX, h, first, step, t, x)
         else:
-            _cr_backsub(XA, XC, Xr, b, dirichlet, NX, h, first, step, n_elim, x)
+            _cr_backsub(XAT, XCT, Xr, b, dirichlet, NX, h, first, step, n_elim, x)
 
 
 def solve_linsys(model, backend, sysm, A, b, reuse=False):
