@@ -85,7 +85,7 @@ def test_second_process_loads_every_kernel_from_the_cache(tmp_path):
     # the step's entry kernels among them (BTE and ITER, the kept factorization's substitution)
     for name in ("rk._stage_kernel", "weno._dx_kernel", "scattering._gain_kernel", "scattering._loss_kernel",
                  "iter._eigen_kernel", "iter._frechet_kernel", "iter._cr_eliminate", "iter._resolve_levels",
-                 "iter._b_kernel", "iter._norms_tail_kernel"):
+                 "iter._b_kernel", "iter._density_kernel", "iter._norms_tail_kernel"):
         assert "solver.bsp.kernels.numba." + name in wk, name
 
     # the cached machine code computes the same bits as the freshly compiled one

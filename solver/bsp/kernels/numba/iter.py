@@ -605,23 +605,17 @@ def _cr_update(D, lo, up, B, A, C, r, XA, XC, Xr, NX, h, n_kept, level0, A2, C2,
         r[i, j] = rn
 
 
-ROWS = 16  # rows per item of the back substitution (side by side: the inner loop runs along them)
-
-
 @njit(cache=True)
 def _backsub_item(XAT, XCT, Xr, b, dirichlet, NX, h, first, step, t, x):
-    """Item t of _cr_backsub: the rows j0 = ROWS g .. j0 + ROWS - 1 of block i = first + step (t // ng),
-    ng = ceil(NZ / ROWS): x_i[j] = Xr_i[j] - sum_k XA_i[j, k] x_{i-h}[k] - sum_k XC_i[j, k] x_{i+h}[k] (b_i[j]
+    """Item t of _cr_backsub: block i = first + step t: x_i[j] = Xr_i[j] - sum_k XA_i[j, k] x_{i-h}[k] - sum_k XC_i[j, k] x_{i+h}[k] (b_i[j]
     at Dirichlet entries), each row's sum one chain in k order, as the one-row loop of 850f4a3 (the same
     bits); the rows side by side: for each k a contiguous row of XAT (= XA transposed) times x_{i-h}[k] is
     subtracted from the rows' partial sums in x_i (a vectorised loop along j instead of one latency-bound
-    chain per row)."""
+    chain per row; the whole block per item: XAT_i and XCT_i read in order)."""
     NZ = b.shape[1]
-    ng = (NZ + ROWS - 1) // ROWS
-    i = first + step * (t // ng)
-    j0 = ROWS * (t % ng)
-    uj0 = uint64(j0)
-    uj1 = uint64(min(j0 + ROWS, NZ))
+    i = first + step * t
+    uj0 = uint64(0)
+    uj1 = uint64(NZ)
     ui = uint64(i)
     uw = uint64(i - h)
     for j in range(uj0, uj1):
@@ -644,9 +638,8 @@ def _backsub_item(XAT, XCT, Xr, b, dirichlet, NX, h, first, step, t, x):
 @njit(parallel=True, cache=True)
 def _cr_backsub(XAT, XCT, Xr, b, dirichlet, NX, h, first, step, n_elim, x):
     """The back substitution of one level: x_i for the eliminated i = first + step m (_backsub_item),
-    one item per (block, ROWS rows)."""
-    ng = (b.shape[1] + ROWS - 1) // ROWS
-    for t in prange(n_elim * ng):
+    one item per block."""
+    for t in prange(n_elim):
         _backsub_item(XAT, XCT, Xr, b, dirichlet, NX, h, first, step, t, x)
 
 
@@ -835,12 +828,10 @@ def _resolve_levels(lo, up, b, dirichlet, piv, LUT, SA, SC, XAT, XCT, Xr, lv, of
             _rs_level(lo, up, SA, SC, off[lvl], r, piv, LUT, X, NX, h, n_kept, lvl == 0)
     for j in range(NZ):
         x[0, j] = b[0, j] if dirichlet[0, j] else Xr[0, j]
-    ng = (NZ + ROWS - 1) // ROWS
     for lvl in range(lv.shape[0] - 1, -1, -1):
         h, first, step, n_elim = lv[lvl, 0], lv[lvl, 1], lv[lvl, 2], lv[lvl, 3]
         if n_elim == 1:
-            for t in range(ng):
-                _backsub_item(XAT, XCT, Xr, b, dirichlet, NX, h, first, step, t, x)
+            _backsub_item(XAT, XCT, Xr, b, dirichlet, NX, h, first, step, 0, x)
         else:
             _cr_backsub(XAT, XCT, Xr, b, dirichlet, NX, h, first, step, n_elim, x)
 
@@ -960,33 +951,18 @@ def _norms_combine(part):
 # iteration of POTENTIAL instead of the ~10 dispatched calls of _newton_loop, with the serial NumPy pieces
 # in numba: b of the kept system with the rhs (one pass, no 2 MB D), the density N = 2 sum rho chi^2, the
 # norms with the stage tail (d eps/dx, A_eps, finite V).  docs/performance-numba-iter.md §9.
-@njit(cache=True)
-def _density_node(rho, chi, i, z):
-    """N[i, z] = 2 sum_{nu, p} rho chi^2, summed in (nu, p) order: _density_row's operations for one node."""
-    s = 0.0
-    for nu in range(chi.shape[1]):
-        for p in range(chi.shape[2]):
-            c = chi[i, nu, p, z]
-            s += rho[i, nu, p] * (c * c)
-    return s * 2.0
-
-
 @njit(parallel=True, cache=True)
-def _b_kernel(D0, F, V, N, ND, cp, cp_dz, bflat, rho, chi, with_density, b):
+def _b_kernel(D0, F, V, N, ND, cp, cp_dz, bflat, b):
     """b (NX, NZ) of the kept Newton system: the interior rhs -c_p (N - N_D) + c_p dz F V (_rhs_kernel's
     operations) and the boundary values, scaled by 1 / the diagonal of D0 + c_p dz F (_construct_kernel's):
     bitwise the b of newton_rhs + construct_linsys.  One item per (column, 4 rows): four dot products
-    side by side (each summed in _rhs_kernel's order).  ``with_density``: the item first writes N of its
-    nodes from (rho, chi) (_density_node: the start's density in this pass instead of a pass of its own)."""
+    side by side (each summed in _rhs_kernel's order)."""
     NX, NZ = b.shape
     nz = NZ - 2
     ng = (NZ + 3) // 4
     for t in prange(NX * ng):
         i = t // ng
         j0 = 4 * (t % ng)
-        if with_density:
-            for j in range(j0, min(j0 + 4, NZ)):
-                N[i, j] = _density_node(rho, chi, i, j)
         inner_i = 0 < i < NX - 1
         if inner_i and j0 > 0 and j0 + 3 < NZ - 1:  # four interior rows
             ui = uint64(i - 1)
@@ -1036,6 +1012,13 @@ def _density_row(rho, chi, i, N):
                 N[ui, z] += r * (c * c)
     for z in range(uint64(NZ)):
         N[ui, z] *= 2.0
+
+
+@njit(parallel=True, cache=True)
+def _density_kernel(rho, chi, N):
+    """N (NX, NZ) = 2 sum_{nu, p} rho chi^2 (_density_row per column): poisson.density to rounding."""
+    for i in prange(N.shape[0]):
+        _density_row(rho, chi, i, N)
 
 
 @njit(parallel=True, cache=True)
@@ -1092,8 +1075,8 @@ def newton_iteration(model, backend, sysm, jac, V, N, eps, rho, bflat, levels=No
     the kept system with the rhs (_b_kernel: bitwise newton_rhs + linsys_rhs), the re-solve (_cr_resolve),
     the new iterate's eigenpairs, its density (_density_row: poisson.density to rounding), the norms
     (bitwise newton_norms's) and the stage tail (bitwise schrodinger.deps_dx's d eps/dx and A_eps), these
-    three in one pass (_norms_tail_kernel).  Parallel regions: the start's eigen, b (with the start's
-    density), the re-solve's 12 (standard mesh), eigen, the norms pass."""
+    three in one pass (_norms_tail_kernel).  Parallel regions: the start's eigen and density, b, the
+    re-solve's 12 (standard mesh), eigen, the norms pass."""
     if N is None and levels is None or not _cached(model, "newton_iteration.usable", lambda: _usable(model, backend)):
         return None
     _threads(backend)
@@ -1108,18 +1091,16 @@ def newton_iteration(model, backend, sysm, jac, V, N, eps, rho, bflat, levels=No
     ns = model.N_sbn
     work = _cached(model, "newton_iteration.work", lambda: dict(
         b=np.empty((NX, NZ)), part=np.empty((NX, 6)), N=np.empty((NX, NZ)), eps=np.empty((NX, K.N_VALLEYS, ns)),
-        chi=np.empty((NX, K.N_VALLEYS, ns, NZ)), no_chi=np.zeros((1, 1, 1, 1))))
-    start = N is None  # the start's eigenpairs and density: work arrays (not returned); N in _b_kernel's pass
-    if start:
+        chi=np.empty((NX, K.N_VALLEYS, ns, NZ))))
+    if N is None:  # the start's eigenpairs and density: work arrays (not returned)
         eps, chi = _eigen_into(model, _f64(V), work["eps"], work["chi"])
         N = work["N"]
-    else:
-        chi = work["no_chi"]
+        _density_kernel(rho, chi, N)
     V = _f64(V)
     bs = blocktri.block_system(model, sysm)
     b = work["b"]
     _b_kernel(bs.D0, _f64(F), V, _f64(N), _f64(model.on(backend, "N_D")), float(model.cp), float(sysm.cp_dz),
-              _f64(bflat), rho, _f64(chi), start, b)
+              _f64(bflat), b)
     dirichlet = _cached(model, ("dirichlet", sysm.x_bc), lambda: np.asarray(sysm.dirichlet, dtype=np.bool_))
     # the results: the model's earlier ones that nobody holds any more (_common.out_array; the V of up to 6
     # stages are held at once: State, stage_V, the last step's V^n and V^(1), IterResult)
