@@ -3,7 +3,7 @@ docs/performance-numba-iter.md §10.)  Independent processes, no shared data, no
 part: each runs the same compute-bound loop (16 independent multiply-add chains on registers, no memory
 traffic) pinned to one CPU.
 
-    python tools/bsp/cpu_pair_probe.py [--seconds 0.2] [--cpus 0-15]     (~8 s on 16 CPUs)
+    python tools/bsp/cpu_pair_probe.py [--seconds 0.2] [--cpus 0-15] [--max 16]     (~8 s on 16 CPUs)
 
 Prints, per trial, each process's rate relative to CPU 0 running alone: CPU 0 alone; CPU 0 with CPU k
 (every other k): a pair of hardware threads of one core shares its floating-point units (each ~0.5-0.65),
@@ -83,8 +83,11 @@ def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--seconds", type=float, default=0.2)
     p.add_argument("--cpus", default=None, help="e.g. 0-15 (default: this process's affinity)")
+    p.add_argument("--max", type=int, default=0, help="at most the first MAX of those CPUs (0: all)")
     a = p.parse_args(argv)
-    cpus = _cpus(a.cpus, os.sched_getaffinity(0))
+    cpus = _cpus(a.cpus, os.sched_getaffinity(0)) or sorted(os.sched_getaffinity(0))
+    if a.max:
+        cpus = cpus[:a.max]
     spin(1000)
     n = 1_000_000
     while True:  # calibrate on CPU 0 alone (the fastest of three: a descheduled trial is slower)

@@ -47,7 +47,7 @@ run new $HI 2; run base $HI 2
 if [ $((SECONDS - t0)) -lt 120 ]; then
   echo "== cpu_pair_probe ($((SECONDS - t0)) s)"
   ( cd "$NEW" && PYTHONPATH="$NEW" NUMBA_CACHE_DIR=/tmp/numba_s13_cache_new timeout 25 $PY tools/bsp/cpu_pair_probe.py \
-      --cpus 0-$((HI - 1)) > "$L/cpu_pair_probe.txt" 2>&1 ) || echo "cpu_pair_probe: exit $?"
+      --max $HI > "$L/cpu_pair_probe.txt" 2>&1 ) || echo "cpu_pair_probe: exit $?"
 fi
 if [ $((SECONDS - t0)) -lt 128 ]; then
   echo "== numba_step_profile new $HI threads ($((SECONDS - t0)) s)"
