@@ -351,6 +351,43 @@ def test_newton_iteration_is_bitwise_deterministic(coarse, rng):
         _same(out[0], later)
 
 
+def test_newton_iteration_results_held_are_not_overwritten(be, rng):
+    """newton_iteration's results come from per-model pools (_common.out_array, OUT_POOL per kind): every
+    result the caller still holds (more than the pool keeps, views too) keeps its values while later
+    iterations run, each equal to a recomputation from the same inputs; released ones are handed out again."""
+    m = model("mesh.NX=10", "mesh.NZ=13", "mesh.N_sbn=3")
+    sysm, jac, V, rho, bflat = _kept(m, be, rng)
+    eps, chi = ni.eigen(m, be, V)
+    N = poisson.density(np, rho, chi)
+    starts = [V + 1e-3 * k * rng.standard_normal(V.shape) for k in range(ni.OUT_POOL + 3)]
+
+    def run(Vs, deferred=False):
+        if deferred:
+            return ni.newton_iteration(m, be, sysm, jac, Vs, None, None, rho, bflat, levels=eps)
+        return ni.newton_iteration(m, be, sysm, jac, Vs, N, eps, rho, bflat)
+
+    def arrays(out):
+        return [out[0], out[1], out[2], out[3], out[6][0]]
+
+    held, seen = [], set()
+    for k, Vs in enumerate(starts):
+        out = run(Vs, deferred=k % 2 == 1)
+        seen |= {a.ctypes.data for a in arrays(out)}
+        kept = arrays(out) if k % 3 else [a[1:] for a in arrays(out)]  # some held only through views
+        held.append((kept, [a.copy() for a in kept]))
+    del out
+    for k, Vs in enumerate(starts):  # the same inputs again: the same bits
+        for a, c in zip(arrays(run(Vs, deferred=k % 2 == 1)), held[k][1]):
+            np.testing.assert_array_equal(a if k % 3 else a[1:], c)
+    for kept, copies in held:  # nothing held was overwritten by the later iterations
+        for a, c in zip(kept, copies):
+            np.testing.assert_array_equal(a, c)
+    assert not np.array_equal(held[0][1][0], held[1][1][0][1:])
+    del held, kept
+    again = arrays(run(starts[1]))  # everything released: the results come from the pools
+    assert all(a.ctypes.data in seen for a in again)
+
+
 def test_newton_iteration_not_with_batched_cr(be, rng):
     """numerics.linsys = batched_cr keeps its own factors: numba's newton_iteration declines (None)."""
     m = model("mesh.NX=10", "mesh.NZ=13", "mesh.N_sbn=3", "numerics.linsys=batched_cr")

@@ -41,18 +41,19 @@ def _free_refcount() -> int:
 _FREE_REFS = _free_refcount()
 
 
-def out_array(model, key, shape):
+def out_array(model, key, shape, pool_size=_POOL_SIZE):
     """An uninitialised float64 output array of ``shape`` for the fast path ``key``: one of the
     model's earlier outputs of that key that nothing outside the pool references any more, else a
     new one (kept if the pool has room).  A fresh array of Phi's size costs its first-touch page
     faults on every call (~30 ms per 135 MB at one thread); a reused one does not.  An array is
     handed out again only when its reference count shows no holder besides the pool (views hold
-    their base), so a result the caller still keeps is never overwritten."""
+    their base), so a result the caller still keeps is never overwritten.  ``pool_size``: the arrays
+    kept for the key (at least as many as the caller may hold at once, else the extra ones are fresh)."""
     pool = cached(model, "out:" + key, list)
     for a in pool:
         if a.shape == shape and sys.getrefcount(a) <= _FREE_REFS:  # no holder outside the pool
             return a
     a = np.empty(shape)
-    if len(pool) < _POOL_SIZE:
+    if len(pool) < pool_size:
         pool.append(a)
     return a

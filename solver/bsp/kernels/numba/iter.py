@@ -50,7 +50,7 @@ from solver.bsp import blocktri
 from solver.bsp import constants as K
 from solver.bsp import schrodinger
 from solver.bsp.kernels import f64 as _to_f64
-from solver.bsp.kernels.numba._common import cached as _cached, set_threads as _threads
+from solver.bsp.kernels.numba._common import cached as _cached, out_array as _out_array, set_threads as _threads
 
 ULP = float(np.finfo(float).eps)  # LAPACK dlamch('P')
 TINY = float(np.finfo(float).tiny)  # LAPACK dlamch('S')
@@ -321,10 +321,13 @@ def eigen(model, backend, V, levels=None):
     V = _f64(V)
     NX, NZ = V.shape
     ns = model.N_sbn
+    return _eigen_into(model, V, np.empty((NX, K.N_VALLEYS, ns)), np.empty((NX, K.N_VALLEYS, ns, NZ)))
+
+
+def _eigen_into(model, V, eps, chi):
+    """eigen's kernel call, into the given eps (NX, 3, N_sbn) and chi (NX, 3, N_sbn, NZ)."""
     kd, ko, Vc, x0 = _cached(model, "eigen.constants", lambda: _eigen_constants(model))
-    eps = np.empty((NX, K.N_VALLEYS, ns))
-    chi = np.empty((NX, K.N_VALLEYS, ns, NZ))
-    _eigen_kernel(V, kd, ko, Vc, 1.0 / np.sqrt(model.dz), schrodinger.SIGN_THRESHOLD, x0, eps, chi)
+    _eigen_kernel(V, kd, ko, Vc, 1.0 / math.sqrt(model.dz), schrodinger.SIGN_THRESHOLD, x0, eps, chi)
     return eps, chi
 
 
@@ -484,11 +487,12 @@ def _lu_solve_row(LUT, piv, i, X, c):
 
 
 @njit(parallel=True, cache=True)
-def _cr_eliminate(D, lo, up, B, A, C, r, piv, LUT, XT, XA, XC, Xr, NX, h, first, step, n_elim, level0):
+def _cr_eliminate(D, lo, up, B, A, C, r, piv, LUT, XT, XA, XC, XAT, XCT, Xr, NX, h, first, step, n_elim, level0):
     """[XA | XC | Xr]_i = B_i^{-1} [A_i | C_i | r_i] for the eliminated i = first + step m (A_i = 0
     when i - h < 0, C_i = 0 when i + h >= NX).  Three parallel passes: the LU factors of the
     blocks; one right-hand side per item, solved as a contiguous row of XT; XT transposed into
-    XA, XC, Xr.  Level 0 reads the blocks from (D, lo, up): B_i = D_i (copied here, in parallel),
+    XA, XC, Xr, and copied as they are into XAT, XCT (XAT[i, c, j] = XA[i, j, c]: the back substitution's
+    layout, rows side by side).  Level 0 reads the blocks from (D, lo, up): B_i = D_i (copied here, in parallel),
     A_i = diag(lo_i), C_i = diag(up_i), so column c of B_i^{-1} is computed once and scaled by
     lo_i[c] and up_i[c]."""
     NZ = r.shape[1]
@@ -537,12 +541,18 @@ def _cr_eliminate(D, lo, up, B, A, C, r, piv, LUT, XT, XA, XC, Xr, NX, h, first,
             east = 1.0 if i + h < NX else 0.0
             for c in range(NZ):
                 v = XT[i, c, j]
-                XA[i, j, c] = v * (lo[i, c] * west)
-                XC[i, j, c] = v * (up[i, c] * east)
+                va = v * (lo[i, c] * west)
+                vc = v * (up[i, c] * east)
+                XA[i, j, c] = va
+                XC[i, j, c] = vc
+                XAT[i, c, j] = va
+                XCT[i, c, j] = vc
         else:
             for c in range(NZ):
                 XA[i, j, c] = XT[i, c, j]
                 XC[i, j, c] = XT[i, NZ + c, j]
+                XAT[i, c, j] = XT[i, c, j]
+                XCT[i, c, j] = XT[i, NZ + c, j]
 
 
 @njit(parallel=True, cache=True)
@@ -550,7 +560,7 @@ def _cr_update(D, lo, up, B, A, C, r, XA, XC, Xr, NX, h, n_kept, level0, A2, C2,
     """The kept i = 2 h m, row by row: B_i -= A_i XC_{i-h} + C_i XA_{i+h}, A2_i = -A_i XA_{i-h},
     C2_i = -C_i XC_{i+h}, r_i -= A_i Xr_{i-h} + C_i Xr_{i+h} (level 0: B_i = D_i, A_i = diag(lo_i),
     C_i = diag(up_i)).  Levels >= 1 also keep A_i and C_i (the couplings this level replaces) in
-    SA[off + m], SC[off + m] for the re-solve (_rs_level)."""
+    SA[off + m], SC[off + m], transposed (SA[off + m, k, j] = A_i[j, k]), for the re-solve (_rs_block)."""
     NZ = r.shape[1]
     un = uint64(NZ)
     for t in prange(n_kept * NZ):
@@ -573,7 +583,7 @@ def _cr_update(D, lo, up, B, A, C, r, XA, XC, Xr, NX, h, n_kept, level0, A2, C2,
             for k in range(k0, k1):
                 f = lo[i, j] if level0 else A[i, j, k]
                 if not level0:
-                    SA[uo, uj, k] = f
+                    SA[uo, uint64(k), uj] = f
                 if f != 0.0:
                     uk = uint64(k)
                     for q in range(un):
@@ -585,7 +595,7 @@ def _cr_update(D, lo, up, B, A, C, r, XA, XC, Xr, NX, h, n_kept, level0, A2, C2,
             for k in range(k0, k1):
                 f = up[i, j] if level0 else C[i, j, k]
                 if not level0:
-                    SC[uo, uj, k] = f
+                    SC[uo, uint64(k), uj] = f
                 if f != 0.0:
                     uk = uint64(k)
                     for q in range(un):
@@ -595,19 +605,42 @@ def _cr_update(D, lo, up, B, A, C, r, XA, XC, Xr, NX, h, n_kept, level0, A2, C2,
         r[i, j] = rn
 
 
-@njit(parallel=True, cache=True)
-def _cr_backsub(XA, XC, Xr, b, dirichlet, NX, h, first, step, n_elim, x):
+@njit(cache=True)
+def _backsub_item(XAT, XCT, Xr, b, dirichlet, NX, h, first, step, t, x):
+    """Item t of _cr_backsub: block i = first + step t: x_i[j] = Xr_i[j] - sum_k XA_i[j, k] x_{i-h}[k] - sum_k XC_i[j, k] x_{i+h}[k] (b_i[j]
+    at Dirichlet entries), each row's sum one chain in k order, as the one-row loop of 850f4a3 (the same
+    bits); the rows side by side: for each k a contiguous row of XAT (= XA transposed) times x_{i-h}[k] is
+    subtracted from the rows' partial sums in x_i (a vectorised loop along j instead of one latency-bound
+    chain per row; the whole block per item: XAT_i and XCT_i read in order)."""
     NZ = b.shape[1]
-    for t in prange(n_elim * NZ):
-        i = first + step * (t // NZ)
-        j = t % NZ
-        v = Xr[i, j]
-        for k in range(NZ):
-            v -= XA[i, j, k] * x[i - h, k]
-        if i + h < NX:
-            for k in range(NZ):
-                v -= XC[i, j, k] * x[i + h, k]
-        x[i, j] = b[i, j] if dirichlet[i, j] else v
+    i = first + step * t
+    uj0 = uint64(0)
+    uj1 = uint64(NZ)
+    ui = uint64(i)
+    uw = uint64(i - h)
+    for j in range(uj0, uj1):
+        x[ui, j] = Xr[ui, j]
+    for k in range(uint64(NZ)):
+        xk = x[uw, k]
+        for j in range(uj0, uj1):
+            x[ui, j] -= XAT[ui, k, j] * xk
+    if i + h < NX:
+        ue = uint64(i + h)
+        for k in range(uint64(NZ)):
+            xk = x[ue, k]
+            for j in range(uj0, uj1):
+                x[ui, j] -= XCT[ui, k, j] * xk
+    for j in range(uj0, uj1):
+        if dirichlet[ui, j]:
+            x[ui, j] = b[ui, j]
+
+
+@njit(parallel=True, cache=True)
+def _cr_backsub(XAT, XCT, Xr, b, dirichlet, NX, h, first, step, n_elim, x):
+    """The back substitution of one level: x_i for the eliminated i = first + step m (_backsub_item),
+    one item per block."""
+    for t in prange(n_elim):
+        _backsub_item(XAT, XCT, Xr, b, dirichlet, NX, h, first, step, t, x)
 
 
 @njit(parallel=True, cache=True)
@@ -622,47 +655,59 @@ def _rs_first(r, piv, LUT, X, n_elim):
         _lu_solve_row(LUT, piv, i, X, 0)
 
 
+@njit(cache=True)
+def _rs_block(lo, up, SA, SC, off, r, piv, LUT, X, NX, h, n_kept, level0, m):
+    """Block m of _rs_level: r_i -= A_i X_{i-h} + C_i X_{i+h} for the kept i = 2 h m, each row's sum one
+    chain in _cr_update's order (k ascending, the west coupling then the east one, a zero coupling skipped:
+    the same bits as the one-row loop of 850f4a3); at levels >= 1 the rows side by side (SA, SC transposed:
+    for each k a contiguous row SA[off + m, k, :] times X_{i-h}[k], a vectorised loop along j); then, for
+    the blocks the next level eliminates (m odd; column 0 after the last level), X[i, 0] = B_i^{-1} r_i."""
+    NZ = r.shape[1]
+    un = uint64(NZ)
+    i = 2 * h * m
+    ui = uint64(i)
+    uo = uint64(off + m)
+    if level0:
+        for j in range(un):
+            rn = r[ui, j]
+            if i - h >= 0:
+                f = lo[ui, j]
+                if f != 0.0:
+                    rn -= f * X[uint64(i - h), 0, j]
+            if i + h < NX:
+                f = up[ui, j]
+                if f != 0.0:
+                    rn -= f * X[uint64(i + h), 0, j]
+            r[ui, j] = rn
+    else:
+        if i - h >= 0:
+            uw = uint64(i - h)
+            for k in range(un):
+                xk = X[uw, 0, k]
+                for j in range(un):
+                    f = SA[uo, k, j]
+                    rn = r[ui, j]
+                    r[ui, j] = rn - f * xk if f != 0.0 else rn
+        if i + h < NX:
+            ue = uint64(i + h)
+            for k in range(un):
+                xk = X[ue, 0, k]
+                for j in range(un):
+                    f = SC[uo, k, j]
+                    rn = r[ui, j]
+                    r[ui, j] = rn - f * xk if f != 0.0 else rn
+    if m % 2 == 1 or n_kept == 1:
+        for j in range(NZ):
+            X[i, 0, j] = r[i, j]
+        _lu_solve_row(LUT, piv, i, X, 0)
+
+
 @njit(parallel=True, cache=True)
 def _rs_level(lo, up, SA, SC, off, r, piv, LUT, X, NX, h, n_kept, level0):
-    """The re-solve of level h for the kept i = 2 h m, one item per block: r_i -= A_i X_{i-h} +
-    C_i X_{i+h} (row by row, in _cr_update's order; A_i, C_i: diag(lo_i), diag(up_i) at level 0,
-    else the couplings _cr_update kept in SA/SC[off + m]); then, for the blocks the next level
-    eliminates (m odd; column 0 after the last level), X[i, 0] = B_i^{-1} r_i.  An item writes only
-    r_i and X[i]; it reads X at the odd multiples of h, written by the previous pass."""
-    NZ = r.shape[1]
+    """The re-solve of level h for the kept i = 2 h m, one item per block (_rs_block).  An item writes
+    only r_i and X[i]; it reads X at the odd multiples of h, written by the previous pass."""
     for m in prange(n_kept):
-        i = 2 * h * m
-        uo = uint64(off + m)
-        for j in range(NZ):
-            uj = uint64(j)
-            rn = r[i, j]
-            if i - h >= 0:
-                uw = uint64(i - h)
-                if level0:
-                    f = lo[i, j]
-                    if f != 0.0:
-                        rn -= f * X[uw, 0, uj]
-                else:
-                    for k in range(NZ):
-                        f = SA[uo, uj, k]
-                        if f != 0.0:
-                            rn -= f * X[uw, 0, k]
-            if i + h < NX:
-                ue = uint64(i + h)
-                if level0:
-                    f = up[i, j]
-                    if f != 0.0:
-                        rn -= f * X[ue, 0, uj]
-                else:
-                    for k in range(NZ):
-                        f = SC[uo, uj, k]
-                        if f != 0.0:
-                            rn -= f * X[ue, 0, k]
-            r[i, j] = rn
-        if m % 2 == 1 or n_kept == 1:
-            for j in range(NZ):
-                X[i, 0, j] = r[i, j]
-            _lu_solve_row(LUT, piv, i, X, 0)
+        _rs_block(lo, up, SA, SC, off, r, piv, LUT, X, NX, h, n_kept, level0, m)
 
 
 _WORK: dict = {}
@@ -683,7 +728,7 @@ def _cr_work(NX: int, NZ: int) -> dict:
     def build():
         blk = lambda: np.empty((NX, NZ, NZ))  # noqa: E731
         return dict(B=blk(), A=blk(), C=blk(), A2=blk(), C2=blk(),
-                    XT=np.empty((NX, 2 * NZ + 1, NZ)), Xr=np.empty((NX, NZ)))
+                    XT=np.empty((NX, 2 * NZ + 1, NZ)), Xr=np.empty((NX, NZ)), r=np.empty((NX, NZ)))
     return _work(("cr", NX, NZ), build)
 
 
@@ -691,10 +736,11 @@ def _cr_factors(model, sysm, NX: int, NZ: int) -> dict:
     """The factorization of the last block system solved of ``sysm``'s kind (x_bc), kept on the model
     for solve_linsys(..., reuse=True), as poisson.solve_linsys keeps its SuperLU object and
     GaussJordanCR its inverses: the LU factors of every eliminated block (LUT transposed, piv) and
-    B^{-1} A, B^{-1} C (XA, XC), each block column eliminated once (indices disjoint over the
-    levels), and the couplings A_i, C_i of the kept blocks of the levels >= 1 (SA, SC, level l at
-    off[l]: _cr_update replaces them).  "A": the matrix object they belong to (None: none valid).
-    3 NX NZ^2 + 2 sum n_kept NZ^2 doubles (8.8 MB standard, 68 MB at 129 x 129)."""
+    B^{-1} A, B^{-1} C (XA, XC for the updates; XAT, XCT, the same transposed, for the back
+    substitution), each block column eliminated once (indices disjoint over the levels), and the
+    couplings A_i, C_i of the kept blocks of the levels >= 1 (SA, SC, transposed, level l at off[l]:
+    _cr_update replaces them).  "A": the matrix object they belong to (None: none valid).
+    5 NX NZ^2 + 2 sum n_kept NZ^2 doubles (13.2 MB standard, 102 MB at 129 x 129)."""
     key = ("numba", "iter.cr_factors", sysm.x_bc)
     cache = model.device_cache
     f = cache.get(key)
@@ -706,6 +752,7 @@ def _cr_factors(model, sysm, NX: int, NZ: int) -> dict:
             n += n_kept if lvl > 0 else 0
         blk = lambda k: np.empty((k, NZ, NZ))  # noqa: E731
         f = dict(shape=(NX, NZ), A=None, levels=levels, off=off, LUT=blk(NX), XA=blk(NX), XC=blk(NX),
+                 XAT=blk(NX), XCT=blk(NX),
                  piv=np.empty((NX, NZ), dtype=np.int64), SA=blk(max(n, 1)), SC=blk(max(n, 1)))
         cache[key] = f
     return f
@@ -720,56 +767,73 @@ def _cr_solve(D, lo, up, b, dirichlet, fac):
     B, A, C, A2, C2 = w["B"], w["A"], w["C"], w["A2"], w["C2"]  # A, C of this level and the next
     XT, Xr = w["XT"], w["Xr"]
     piv, LUT, XA, XC, SA, SC = fac["piv"], fac["LUT"], fac["XA"], fac["XC"], fac["SA"], fac["SC"]
+    XAT, XCT = fac["XAT"], fac["XCT"]
     r = b.copy()
     levels = fac["levels"]
     for lvl, (h, first, step, n_elim, n_kept) in enumerate(levels):
-        _cr_eliminate(D, lo, up, B, A, C, r, piv, LUT, XT, XA, XC, Xr, NX, h, first, step, n_elim, lvl == 0)
+        _cr_eliminate(D, lo, up, B, A, C, r, piv, LUT, XT, XA, XC, XAT, XCT, Xr, NX, h, first, step, n_elim, lvl == 0)
         _cr_update(D, lo, up, B, A, C, r, XA, XC, Xr, NX, h, n_kept, lvl == 0, A2, C2, SA, SC, fac["off"][lvl])
         A, C, A2, C2 = A2, C2, A, C
-    _cr_eliminate(D, lo, up, B, A, C, r, piv, LUT, XT, XA, XC, Xr, NX, NX, 0, 0, 1, NX == 1)
-    return _cr_backsub_all(XA, XC, Xr, b, dirichlet, levels)
+    _cr_eliminate(D, lo, up, B, A, C, r, piv, LUT, XT, XA, XC, XAT, XCT, Xr, NX, NX, 0, 0, 1, NX == 1)
+    return _cr_backsub_all(XAT, XCT, Xr, b, dirichlet, levels)
 
 
-def _cr_backsub_all(XA, XC, Xr, b, dirichlet, levels):
+def _cr_backsub_all(XAT, XCT, Xr, b, dirichlet, levels):
     NX, NZ = b.shape
     x = np.empty((NX, NZ))
     x[0] = np.where(dirichlet[0], b[0], Xr[0])
     for h, first, step, n_elim, _ in reversed(levels):
-        _cr_backsub(XA, XC, Xr, b, dirichlet, NX, h, first, step, n_elim, x)
+        _cr_backsub(XAT, XCT, Xr, b, dirichlet, NX, h, first, step, n_elim, x)
     return x
 
 
-def _cr_resolve(lo, up, b, dirichlet, fac):
+def _cr_resolve(lo, up, b, dirichlet, fac, x=None):
     """x (NX, NZ) for a new b with the kept factors of _cr_solve (NX >= 2): the right-hand side's
     part of every level (B^{-1} r of the eliminated blocks, the updates of the kept r), one parallel
     pass per level, then the same back substitution.  The same operations in the same order as
     _cr_solve: the same bits.  ~8 NX NZ^2 flops against ~NX NZ^3 (docs/performance-numba-iter.md §8).
-    The level loop runs compiled (_resolve_levels: one call from Python instead of ~2 log2(NX) + 1)."""
+    The level loop runs compiled (_resolve_levels: one call from Python instead of ~2 log2(NX) + 1).
+    x: the output (NX, NZ) (None: a new array)."""
     NX, NZ = b.shape
     lv = fac.get("levels_arr")
     if lv is None:
         lv = fac["levels_arr"] = np.array(fac["levels"], dtype=np.int64).reshape(-1, 5)
         fac["off_arr"] = np.array(fac["off"], dtype=np.int64)
-    x = np.empty((NX, NZ))
-    _resolve_levels(lo, up, b, dirichlet, fac["piv"], fac["LUT"], fac["SA"], fac["SC"], fac["XA"], fac["XC"],
-                    _cr_work(NX, NZ)["Xr"], lv, fac["off_arr"], x)
+    if x is None:
+        x = np.empty((NX, NZ))
+    w = _cr_work(NX, NZ)
+    _resolve_levels(lo, up, b, dirichlet, fac["piv"], fac["LUT"], fac["SA"], fac["SC"], fac["XAT"], fac["XCT"],
+                    w["Xr"], lv, fac["off_arr"], w["r"], x)
     return x
 
 
 @njit(cache=True)
-def _resolve_levels(lo, up, b, dirichlet, piv, LUT, SA, SC, XA, XC, Xr, lv, off, x):
+def _resolve_levels(lo, up, b, dirichlet, piv, LUT, SA, SC, XAT, XCT, Xr, lv, off, r, x):
     """_cr_resolve's passes (_rs_first, _rs_level per level, then _cr_backsub per level from the last,
-    each a parallel region) called from compiled code: the same calls, the same bits."""
+    each a parallel region) called from compiled code: the same calls, the same bits.  A level of one
+    block (the top levels: 1 of the 7 _rs_level and 2 of the 7 _cr_backsub passes at NX = 65) runs its
+    items here in order instead (the same item functions: the same bits), without a parallel region's
+    start and barrier (~7 us at 16 threads) for one thread's work."""
     NX, NZ = b.shape
     X = Xr.reshape((NX, 1, NZ))  # the rows X[i, 0] are the rows Xr[i] (_lu_solve_row's layout)
-    r = b.copy()
+    for i in range(NX):  # r: the work copy of b (shared work array, _cr_work)
+        for j in range(NZ):
+            r[i, j] = b[i, j]
     _rs_first(r, piv, LUT, X, lv[0, 3])
     for lvl in range(lv.shape[0]):
-        _rs_level(lo, up, SA, SC, off[lvl], r, piv, LUT, X, NX, lv[lvl, 0], lv[lvl, 4], lvl == 0)
+        h, n_kept = lv[lvl, 0], lv[lvl, 4]
+        if n_kept == 1:
+            _rs_block(lo, up, SA, SC, off[lvl], r, piv, LUT, X, NX, h, n_kept, lvl == 0, 0)
+        else:
+            _rs_level(lo, up, SA, SC, off[lvl], r, piv, LUT, X, NX, h, n_kept, lvl == 0)
     for j in range(NZ):
         x[0, j] = b[0, j] if dirichlet[0, j] else Xr[0, j]
     for lvl in range(lv.shape[0] - 1, -1, -1):
-        _cr_backsub(XA, XC, Xr, b, dirichlet, NX, lv[lvl, 0], lv[lvl, 1], lv[lvl, 2], lv[lvl, 3], x)
+        h, first, step, n_elim = lv[lvl, 0], lv[lvl, 1], lv[lvl, 2], lv[lvl, 3]
+        if n_elim == 1:
+            _backsub_item(XAT, XCT, Xr, b, dirichlet, NX, h, first, step, 0, x)
+        else:
+            _cr_backsub(XAT, XCT, Xr, b, dirichlet, NX, h, first, step, n_elim, x)
 
 
 def solve_linsys(model, backend, sysm, A, b, reuse=False):
@@ -933,32 +997,40 @@ def _b_kernel(D0, F, V, N, ND, cp, cp_dz, bflat, b):
             b[i, j] = v * (1.0 / d)
 
 
+@njit(cache=True)
+def _density_row(rho, chi, i, N):
+    """N[i] = 2 sum_{nu, p} rho chi^2, summed in (nu, p) order per node: poisson.density to rounding."""
+    NV, NS, NZ = chi.shape[1], chi.shape[2], chi.shape[3]
+    ui = uint64(i)
+    for z in range(uint64(NZ)):
+        N[ui, z] = 0.0
+    for nu in range(NV):
+        for p in range(NS):
+            r = rho[i, nu, p]
+            for z in range(uint64(NZ)):
+                c = chi[ui, nu, p, z]
+                N[ui, z] += r * (c * c)
+    for z in range(uint64(NZ)):
+        N[ui, z] *= 2.0
+
+
 @njit(parallel=True, cache=True)
 def _density_kernel(rho, chi, N):
-    """N (NX, NZ) = 2 sum_{nu, p} rho chi^2, summed in (nu, p) order per node: poisson.density to rounding."""
-    NX, NV, NS, NZ = chi.shape
-    for i in prange(NX):
-        ui = uint64(i)
-        for z in range(uint64(NZ)):
-            N[ui, z] = 0.0
-        for nu in range(NV):
-            for p in range(NS):
-                r = rho[i, nu, p]
-                for z in range(uint64(NZ)):
-                    c = chi[ui, nu, p, z]
-                    N[ui, z] += r * (c * c)
-        for z in range(uint64(NZ)):
-            N[ui, z] *= 2.0
+    """N (NX, NZ) = 2 sum_{nu, p} rho chi^2 (_density_row per column): poisson.density to rounding."""
+    for i in prange(N.shape[0]):
+        _density_row(rho, chi, i, N)
 
 
 @njit(parallel=True, cache=True)
-def _norms_tail_kernel(Vn, Vo, Nn, No, eps, two_dx, dx, part, d):
-    """_norms_kernel's per-row partial results (the same operations; the finite check of x = Vn) and
-    the tail: d = d eps/dx as schrodinger.deps_dx (the same operations) and per row max |d|."""
+def _norms_tail_kernel(rho, chi, Vn, Vo, Nn, No, eps, two_dx, dx, part, d):
+    """Per row i: the density Nn[i] of (rho, chi) (_density_row), _norms_kernel's partial results (the same
+    operations; the finite check of x = Vn) and the tail: d = d eps/dx as schrodinger.deps_dx (the same
+    operations) and per row max |d|.  Row i's norms read only row i of Nn: one pass for the three."""
     NX, NZ = Vn.shape
     NV, NS = eps.shape[1], eps.shape[2]
     flat = Vn.reshape(NX * NZ)
     for i in prange(NX):
+        _density_row(rho, chi, i, Nn)
         _row_norms(Vn, Vo, Nn, No, flat, i, part)
         amax = 0.0
         for nu in range(NV):
@@ -984,13 +1056,6 @@ def _tail_combine(part):
     return m0, s0, m1, s1, fin, a
 
 
-def _density(rho, chi):
-    NX, _, _, NZ = chi.shape
-    N = np.empty((NX, NZ))
-    _density_kernel(rho, chi, N)
-    return N
-
-
 def _usable(model, backend) -> bool:
     """newton_iteration runs where this module's eigen and CR solve are the phases' implementations
     (not with numerics.linsys = batched_cr, whose array code keeps its own factors)."""
@@ -999,14 +1064,19 @@ def _usable(model, backend) -> bool:
     return kernels.lookup(model, backend, "solve_linsys") is solve_linsys and kernels.lookup(model, backend, "eigen") is eigen
 
 
+OUT_POOL = 8  # newton_iteration's results kept per kind (V: up to 6 held at once, see there)
+
+
 def newton_iteration(model, backend, sysm, jac, V, N, eps, rho, bflat, levels=None):
     """poisson.newton_iteration (same arguments, same result to rounding; None where it cannot run): one
     simplified-Newton iteration of POTENTIAL with the kept Jacobian jac = (F, A) and the kept block-CR
     factors of A (_cr_factors; a resumed run's A is factored here first, as solve_linsys's first call
     would).  The start's eigenpairs and density where N is None (from V, as _newton_loop's start), b of
     the kept system with the rhs (_b_kernel: bitwise newton_rhs + linsys_rhs), the re-solve (_cr_resolve),
-    the new iterate's eigenpairs and density (_density_kernel: poisson.density to rounding), the norms
-    (bitwise newton_norms's) and the stage tail (bitwise schrodinger.deps_dx's d eps/dx and A_eps)."""
+    the new iterate's eigenpairs, its density (_density_row: poisson.density to rounding), the norms
+    (bitwise newton_norms's) and the stage tail (bitwise schrodinger.deps_dx's d eps/dx and A_eps), these
+    three in one pass (_norms_tail_kernel).  Parallel regions: the start's eigen and density, b, the
+    re-solve's 12 (standard mesh), eigen, the norms pass."""
     if N is None and levels is None or not _cached(model, "newton_iteration.usable", lambda: _usable(model, backend)):
         return None
     _threads(backend)
@@ -1018,22 +1088,31 @@ def newton_iteration(model, backend, sysm, jac, V, N, eps, rho, bflat, levels=No
             return None
         solve_linsys(model, backend, sysm, A, np.zeros((NX, NZ)), False)  # factors A alone
     rho = _f64(rho)
-    if N is None:
-        eps, chi = eigen(model, backend, V, levels)
-        N = _density(rho, chi)
+    ns = model.N_sbn
+    work = _cached(model, "newton_iteration.work", lambda: dict(
+        b=np.empty((NX, NZ)), part=np.empty((NX, 6)), N=np.empty((NX, NZ)), eps=np.empty((NX, K.N_VALLEYS, ns)),
+        chi=np.empty((NX, K.N_VALLEYS, ns, NZ))))
+    if N is None:  # the start's eigenpairs and density: work arrays (not returned)
+        eps, chi = _eigen_into(model, _f64(V), work["eps"], work["chi"])
+        N = work["N"]
+        _density_kernel(rho, chi, N)
     V = _f64(V)
     bs = blocktri.block_system(model, sysm)
-    b = np.empty((NX, NZ))
+    b = work["b"]
     _b_kernel(bs.D0, _f64(F), V, _f64(N), _f64(model.on(backend, "N_D")), float(model.cp), float(sysm.cp_dz),
               _f64(bflat), b)
     dirichlet = _cached(model, ("dirichlet", sysm.x_bc), lambda: np.asarray(sysm.dirichlet, dtype=np.bool_))
-    V_new = _cr_resolve(_f64(A[1]), _f64(A[2]), b, dirichlet, fac)
-    eps_new, chi_new = eigen(model, backend, V_new, eps)
-    N_new = _density(rho, chi_new)
-    part = np.empty((NX, 6))
-    d = np.empty_like(eps_new)
+    # the results: the model's earlier ones that nobody holds any more (_common.out_array; the V of up to 6
+    # stages are held at once: State, stage_V, the last step's V^n and V^(1), IterResult)
+    V_new = _cr_resolve(_f64(A[1]), _f64(A[2]), b, dirichlet, fac,
+                        _out_array(model, "newton_iteration.V", (NX, NZ), OUT_POOL))
+    eps_new, chi_new = _eigen_into(model, V_new, _out_array(model, "newton_iteration.eps", (NX, K.N_VALLEYS, ns), OUT_POOL),
+                                   _out_array(model, "newton_iteration.chi", (NX, K.N_VALLEYS, ns, NZ), OUT_POOL))
+    N_new = _out_array(model, "newton_iteration.N", (NX, NZ), OUT_POOL)
+    part = work["part"]
+    d = _out_array(model, "newton_iteration.deps_dx", eps_new.shape, OUT_POOL)
     dx = model.dx
-    _norms_tail_kernel(V_new, V, N_new, _f64(N), eps_new, 2.0 * dx, dx, part, d)
+    _norms_tail_kernel(rho, chi_new, V_new, V, N_new, _f64(N), eps_new, 2.0 * dx, dx, part, d)
     m0, s0, m1, s1, fin, a = _tail_combine(part)
     w = math.sqrt(model.dx * model.dz)
     nrm = dict(zip(("dV_inf", "dV_l2", "dN_inf", "dN_l2"), [float(m0), w * math.sqrt(s0), float(m1), w * math.sqrt(s1)]))
