@@ -156,14 +156,15 @@ def _tw_defines(n, NS, pairs, shared=False, rcp=False, carry=False) -> dict:
             "IPIM_SHARED": int(bool(shared)), "TW_RCP": int(bool(rcp)), "TW_CARRY": int(bool(carry))}
 
 
-def eigenvalues_tw(model, V, levels=None, block=TW_BLOCK, iterations=False, rcp=False):
+def eigenvalues_tw(model, V, levels=None, block=TW_BLOCK, iterations=False, rcp=False, carry=False):
     """Kernel ``eigenvalues_tw`` (two threads per eigenvalue): as ``eigenvalues_nr`` (warm start from
     ``levels``, else the bisection; ``iterations``: the Sturm evaluations per eigenvalue; ``rcp``:
-    the candidate TW_RCP)."""
+    TW_RCP; ``carry``: TW_CARRY, which changes only ipim_t, passed so that both kernels come from one
+    module)."""
     if block % 32:
         raise ValueError(f"eigenvalues_tw needs blocks of whole warps (the shuffles), not {block}")
     V, NX, NZ, n, NS, kd, ko, Vc, pivmin, eps, Dg, its, warm, prev = _warm_launch(model, V, levels)
-    _build.launch(_tw_function("eigenvalues_tw", n, NS, block, rcp=rcp), 2 * NX * K.N_VALLEYS * NS, block,
+    _build.launch(_tw_function("eigenvalues_tw", n, NS, block, rcp=rcp, carry=carry), 2 * NX * K.N_VALLEYS * NS, block,
                   (V, kd, ko, Vc, prev, np.float64(pivmin), np.int32(NX), np.int32(NZ), np.int32(NS),
                    np.int32(warm), eps, Dg, its))
     return (eps, Dg, its) if iterations else (eps, Dg)
@@ -206,7 +207,7 @@ def eigen(model, backend, V, levels=None):
     v = eigen_variant(model)
     if v == "twisted":  # numerics.eigen_division: reciprocal = TW_RCP + TW_CARRY
         r = eigen_reciprocal(model)
-        eps, Dg = eigenvalues_tw(model, V, levels, rcp=r)
+        eps, Dg = eigenvalues_tw(model, V, levels, rcp=r, carry=r)
         return eps, ipim_t(model, eps, Dg, rcp=r, carry=r)
     if v == "newton":
         eps, Dg = eigenvalues_nr(model, V, levels)

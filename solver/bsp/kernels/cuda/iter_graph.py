@@ -229,7 +229,8 @@ class IterGraph:
         nt = NX * K.N_VALLEYS * NS
         if self.eigen == "twisted":
             r = self.reciprocal
-            _build.launch(_eigen._tw_function("eigenvalues_tw", n, NS, _eigen.TW_BLOCK, rcp=r), 2 * nt, _eigen.TW_BLOCK,
+            _build.launch(_eigen._tw_function("eigenvalues_tw", n, NS, _eigen.TW_BLOCK, rcp=r, carry=r), 2 * nt,
+                          _eigen.TW_BLOCK,
                           (V, kd, ko, Vc, levels, f8(pivmin), i32(NX), i32(NZ), i32(NS), i32(1), eps, Dg, its))
             _build.launch(_eigen._tw_function("ipim_t", n, NS, _eigen.TW_IPIM_BLOCK, rcp=r, carry=r), nt,
                           _eigen.TW_IPIM_BLOCK,
