@@ -73,8 +73,8 @@ def test_emulated_eigen_follows_numerics_eigen(emulated_cuda, monkeypatch):
     monkeypatch.setattr(ce, "eigenvalues_nr", lambda m, V, levels=None: seen.append(("nr", levels)) or (1, 2))
     monkeypatch.setattr(ce, "eigenvalues", lambda m, V: seen.append(("bisection",)) or (1, 2))
     monkeypatch.setattr(ce, "ipim", lambda m, e, Dg, variant="a": "chi")
-    monkeypatch.setattr(ce, "eigenvalues_tw", lambda m, V, levels=None: seen.append(("tw", levels)) or (1, 2))
-    monkeypatch.setattr(ce, "ipim_t", lambda m, e, Dg: "chi_t")
+    monkeypatch.setattr(ce, "eigenvalues_tw", lambda m, V, levels=None, **k: seen.append(("tw", levels)) or (1, 2))
+    monkeypatch.setattr(ce, "ipim_t", lambda m, e, Dg, **k: "chi_t")
     for v in ("newton", "bisection"):
         assert ce.eigen(model("mesh.NX=9", "mesh.NZ=11", f"numerics.eigen={v}"), None, "V", "levels") == (1, "chi")
     for v in ("auto", "twisted"):

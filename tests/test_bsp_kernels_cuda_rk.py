@@ -122,7 +122,7 @@ def test_emulated_stage_update_matches_reference(emulated_cuda, bte_cases, rng, 
     if shared is not None:  # 4 rows per block: chunks 4 + 4 + 3
         monkeypatch.setattr(rk, "SHARED", shared)
         assert rk.rows_per_block(mesh["NW"], mesh["NPHI"]) == 4
-    m = bte_cases.model(kernels_mode="array", **mesh)
+    m = bte_cases.model(kernels_mode="array", extra=FAST, **mesh)  # fast: the faces of the separate kernels
     d, P0, P, G, Lc, terms = _parts(bte_cases, m, rng)
     tx = terms[0]
     if not scat:
@@ -144,6 +144,7 @@ def test_emulated_stage_update_matches_reference(emulated_cuda, bte_cases, rng, 
 
 
 FAST2 = ("numerics.bte_kernels=fast2",)
+FAST = ("numerics.bte_kernels=fast",)  # the default is fast2 (docs/performance-bte-kernels.md §12.4)
 
 
 @pytest.mark.parametrize("mesh, shared, scat", [(dict(NX=9, NS=2, NW=13, NPHI=8), None, True),  # one chunk per plane
@@ -160,7 +161,7 @@ def test_emulated_stage_update_fast2_matches_reference(emulated_cuda, bte_cases,
         monkeypatch.setattr(rk, "SHARED", shared)
         assert rk.rows_per_block(mesh["NW"], mesh["NPHI"]) == 4
     m = bte_cases.model(kernels_mode="array", extra=FAST2, **mesh)
-    m1 = bte_cases.model(kernels_mode="array", **mesh)  # fast
+    m1 = bte_cases.model(kernels_mode="array", extra=FAST, **mesh)  # fast
     d, P0, P, G, Lc, terms = _parts(bte_cases, m, rng)
     tx = terms[0]
     if not scat:
@@ -213,8 +214,9 @@ def test_wphi_defines(emulated_cuda, bte_cases):
     rk = emulated_cuda.rk
     mesh = dict(NX=9, NS=1, NW=20, NPHI=16)
     base = {"BSP_WENO_FAST": 1, "NPHI_": 16, "LROWS": 20}
-    assert rk.wphi_defines(bte_cases.model(**mesh), 16, 20) == base
+    assert rk.wphi_defines(bte_cases.model(extra=FAST, **mesh), 16, 20) == base
     assert rk.wphi_defines(bte_cases.model(extra=FAST2, **mesh), 16, 20) == dict(base, BSP_WENO_FAST2=1, WPHI_BLOCK=256)
+    assert rk.wphi_defines(bte_cases.model(**mesh), 16, 20) == dict(base, BSP_WENO_FAST2=1, WPHI_BLOCK=256)  # default
     assert rk.BLOCK == 256  # __launch_bounds__(256, 6) of bsp_wphi_rk
     tiny = bte_cases.model(extra=FAST2 + ("numerics.weno_eps=1.0e-31",), **mesh)
     assert rk.wphi_defines(tiny, 16, 20) == base

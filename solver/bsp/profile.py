@@ -622,6 +622,7 @@ NCU_KERNELS = {
     # paper kernel does the same work
     "bsp_wphi_rk": ("BTE", "WENO_w+WENO_phi+RK (+ DENS), fused", "", None),
     "bsp_rho": ("DENS", "DENS", "cuda_pdftilde", 6),
+    "density_probe": ("DENS", "DENS", "", None),  # the stage's density check numbers (one block; dens.cu)
     "bsp_overlap": ("BTE", "overlap", "", None),  # W (phase key overlap; CuPy's matmul with bte_kernels exact)
     "eigenvalues_nr": ("ITER", "eigen", "cuda_eigenvalues_NR", None),
     "eigenvalues": ("ITER", "eigen", "cuda_eigenvalues_NR", None),
