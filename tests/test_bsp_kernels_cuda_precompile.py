@@ -40,7 +40,7 @@ def stub_build(emulated_cuda, monkeypatch):
     """emulated_cuda._build with an empty module cache and a stand-in RawModule whose compile()
     records its thread and waits at ``barrier`` (set by the test) for the others."""
     b, cp = emulated_cuda._build, emulated_cuda.cupy
-    state = types.SimpleNamespace(barrier=None, compiled=[], fail=set())
+    state = types.SimpleNamespace(barrier=None, compiled=[], fail=set(), synced=[])
 
     class Raw:
         def __init__(self, code, options=()):
@@ -57,9 +57,12 @@ def stub_build(emulated_cuda, monkeypatch):
             return (self, name)
 
     monkeypatch.setattr(cp, "RawModule", Raw)
-    monkeypatch.setattr(cp, "cuda", types.SimpleNamespace(Device=_Device), raising=False)
+    stream = types.SimpleNamespace(synchronize=lambda: state.synced.append(threading.current_thread().name))
+    monkeypatch.setattr(cp, "cuda", types.SimpleNamespace(Device=_Device, get_current_stream=lambda: stream),
+                        raising=False)
     monkeypatch.setattr(b, "_modules", {})
     monkeypatch.setattr(b, "_pending", {})
+    monkeypatch.setattr(b, "_jobs", [])
     state.build = b
     return state
 
@@ -95,6 +98,56 @@ def test_a_failed_precompile_raises_where_the_module_is_used(stub_build):
     with pytest.raises(RuntimeError, match="stand-in compile error"):
         b.module("eigen.cu", OPT, {"N": 5})
     assert b.module("frechet.cu", OPT).options == OPT
+
+
+def test_precompile_runs_its_jobs_in_the_threads_and_wait_jobs_waits_and_raises(stub_build, monkeypatch):
+    """The start-up's CuPy warm-up (solver/bsp/warm.py) runs in precompile's threads beside the modules,
+    every job in a thread of its own when the cores allow, its stream synchronized; wait_jobs waits for
+    all of them and raises a job's error."""
+    b = stub_build.build
+    monkeypatch.setattr(os, "cpu_count", lambda: 8)
+    barrier = threading.Barrier(4, timeout=20)  # 1 module + 3 jobs at once, or BrokenBarrierError
+    stub_build.barrier = barrier
+    ran = []
+
+    def job(i):
+        def run():
+            barrier.wait()
+            ran.append((i, threading.current_thread().name))
+        return run
+
+    assert b.precompile([("frechet.cu", OPT, None)], [job(0), job(1), job(2)]) == 1
+    b.wait_jobs()
+    assert sorted(i for i, _ in ran) == [0, 1, 2] and all(t.startswith("nvrtc") for _, t in ran)
+    assert len(stub_build.synced) == 3 and not b._jobs
+    stub_build.barrier = None
+
+    def bad():
+        raise ValueError("warm-up error")
+
+    assert b.precompile([], [bad]) == 0  # no module, one job
+    with pytest.raises(ValueError, match="warm-up error"):
+        b.wait_jobs()
+    b.wait_jobs()  # nothing left
+
+
+@pytest.mark.parametrize("mesh", [("mesh.NX=9", "mesh.NZ=11"), ("mesh.NX=9", "mesh.NZ=9", "mesh.N_sbn=1", "mesh.NPHI=4", "mesh.NW=6")])
+def test_warm_jobs_run_the_startup_expressions_on_numpy(newton_cases, mesh):
+    """Every warm-up job runs (shapes consistent with the functions it calls), and BTE_init's start
+    distribution (warm.initial_phi, which Simulation.startup uses) is rho_eq s_w M, constant in phi."""
+    from solver.bsp import warm
+
+    m = newton_cases.model(*mesh)
+    for job in warm.jobs(m, NP):
+        job()
+    assert len(warm.jobs(m, NP)) == 6
+    rng = np.random.default_rng(3)
+    rho_eq = rng.random((m.NX, 3, m.N_sbn))
+    Phi = warm.initial_phi(m, NP, rho_eq, m.s_w, m.maxwellian, m.NPHI)
+    assert Phi.shape == (m.NX, 3, m.N_sbn, m.NW, m.NPHI) and Phi.flags.c_contiguous
+    want = rho_eq[:, :, :, None] * (m.s_w * m.maxwellian)[None, :, None, :]
+    assert np.array_equal(Phi, np.repeat(want[..., None], m.NPHI, axis=-1))
+    assert warm._small(1) == 1 and warm._small(300) == 2
 
 
 def _ic(m):
@@ -161,13 +214,25 @@ from solver.bsp import simulation
 from solver.bsp.kernels.cuda import _build
 pre = {}
 real = _build.precompile
-def spy(specs):
+def spy(specs, jobs=()):
     pre['keys'] = [list(map(str, _build._key(*s))) for s in specs]
-    return real(specs)
+    pre['jobs'] = len(jobs)
+    return real(specs, jobs)
 _build.precompile = spy
+import re, threading, traceback
+from cupy.cuda import compiler
+main_cupy = []  # CuPy's own kernels compiled or loaded by the main thread (not _build's modules)
+real_compile = compiler._compile_module_with_cache
+def counted(*args, **kw):
+    own = any(f.filename.endswith('_build.py') for f in traceback.extract_stack())
+    if threading.current_thread() is threading.main_thread() and not own:
+        main_cupy.extend(re.findall(r'__global__\\s+void\\s+(\\w+)', str(args[0] if args else kw.get('source', ''))))
+    return real_compile(*args, **kw)
+compiler._compile_module_with_cache = counted
 def first_step(self):
     print('first step:' + json.dumps({'heavy': [m for m in %r if m in sys.modules], 'pre': pre['keys'],
-          'used': [list(map(str, k)) for k in _build._modules], 'pending': len(_build._pending)}), flush=True)
+          'used': [list(map(str, k)) for k in _build._modules], 'pending': len(_build._pending),
+          'jobs': pre['jobs'], 'main_cupy': main_cupy}), flush=True)
     raise SystemExit(0)
 simulation.Simulation.step = first_step
 from solver.cli import main
@@ -189,3 +254,5 @@ def test_cupy_startup_imports_no_cupyx_and_precompiles_what_it_uses(tmp_path):
     assert rec["heavy"] == []
     assert rec["pending"] == 0 and len(rec["pre"]) == 5  # eigen_tw.cu (the default twisted), Frechet, 3 Newton
     assert sorted(map(tuple, rec["pre"])) == sorted(map(tuple, rec["used"]))
+    # the warm-up (solver/bsp/warm.py) compiled every CuPy kernel of the start-up beforehand, in its threads
+    assert rec["jobs"] == 6 and rec["main_cupy"] == []

@@ -21,7 +21,7 @@ import numpy as np
 
 from solver import io, provenance
 from solver.backend import get_backend
-from solver.bsp import bte, dens, output, poisson, scattering, schrodinger, steady
+from solver.bsp import bte, dens, output, poisson, scattering, schrodinger, steady, warm
 from solver.bsp import kernels
 from solver.bsp.model import Model, check_memory, gate_volts
 from solver.config import ConfigError, RunFault
@@ -110,10 +110,10 @@ class Simulation:
 
     # ------------------------------------------------------------------ start-up
     def startup(self) -> None:
-        m, be, xp = self.model, self.backend, self.xp
+        m, be = self.model, self.backend
         t0 = time.perf_counter()
         tm = self.startup_timer
-        kernels.precompile(m, be)  # cupy: the start-up's CUDA modules compile in parallel meanwhile
+        kernels.precompile(m, be)  # cupy: the start-up's CUDA modules and CuPy kernels, in parallel threads
         with tm.phase("startup"):
             with tm.phase("INITCOND"):
                 ic = poisson.initcond(m, be, timer=tm)
@@ -122,11 +122,7 @@ class Simulation:
                 te = poisson.thermequil(m, be, V_b, timer=tm)
             rho_eq = te.rho
             with tm.phase("BTE_init"):
-                s_w = m.on(be, "s_w")  # (3, NW)
-                M = m.on(be, "maxwellian")  # (3, NW)
-                prof = s_w * M  # (3, NW)
-                Phi = rho_eq[:, :, :, None, None] * prof[None, :, None, :, None] * xp.ones(m.NPHI)
-                Phi = xp.ascontiguousarray(Phi)
+                Phi = warm.initial_phi(m, be, rho_eq, m.on(be, "s_w"), m.on(be, "maxwellian"), m.NPHI)
             deps, A_eps, _ = schrodinger.deps_dx_max(m, be, te.eps, te.V)
         tm.end_step()
         self.eq = Equilibrium(V_b=V_b, rho_eq=rho_eq, A=float(te.A),

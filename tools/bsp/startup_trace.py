@@ -119,13 +119,21 @@ def spy(argv) -> None:
     orig = compiler._compile_module_with_cache if compiler else None
 
     def counted(*args, **kw):
+        import re
+        import threading
+
         c0 = time.perf_counter()
+        t_at = time.time() - T0
         try:
             return orig(*args, **kw)
         finally:
             dt = time.perf_counter() - c0
             raw = any("_build.py" in f for f in _frames(30))
-            mods.append({"phase": _phase(), "raw": raw, "s": round(dt, 4)})
+            src = args[0] if args and isinstance(args[0], str) else kw.get("source", "")
+            names = re.findall(r"__global__\s+void\s+(\w+)", src)[:3]
+            mods.append({"phase": _phase(), "raw": raw, "s": round(dt, 4), "at": round(t_at, 4),
+                         "thread": threading.current_thread().name, "kernels": names,
+                         "site": next((f for f in reversed(_frames(40)) if f.startswith("bsp/")), "-")})
 
     ofunc = _build.function if _build else None
 

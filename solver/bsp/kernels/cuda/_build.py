@@ -25,6 +25,7 @@ import cupy as cp
 _SOURCES = importlib.resources.files(__package__)  # this package's folder (as package data)
 _modules: dict = {}
 _pending: dict = {}  # key -> Future of the module a precompile thread builds
+_jobs: list = []  # Futures of precompile's jobs not yet waited for
 _lock = threading.Lock()
 
 
@@ -68,19 +69,23 @@ def module(name: str, options=(), defines=None):
     return mod
 
 
-def precompile(specs) -> int:
+def precompile(specs, jobs=()) -> int:
     """Compile the modules of ``specs`` ((source, options, defines) each) in background threads on
-    the current device; returns how many it started (those not built or building already)."""
+    the current device, and run the callables ``jobs`` there too, after them in the queue (the start-up's
+    CuPy warm-up, solver/bsp/warm.py; ``wait_jobs`` waits for them); returns how many modules it started
+    (those not built or building already)."""
     keys = []
     with _lock:
         for s in specs:
             k = _key(*s)
             if k not in _modules and k not in _pending and k not in keys:
                 keys.append(k)
-        if not keys:
+        jobs = list(jobs)
+        if not keys and not jobs:
             return 0
         device = cp.cuda.Device().id
-        pool = ThreadPoolExecutor(max_workers=min(len(keys), os.cpu_count() or 1), thread_name_prefix="nvrtc")
+        pool = ThreadPoolExecutor(max_workers=min(len(keys) + len(jobs), os.cpu_count() or 1),
+                                  thread_name_prefix="nvrtc")
 
         def build(key):
             with cp.cuda.Device(device):
@@ -88,10 +93,26 @@ def precompile(specs) -> int:
                 mod.compile()  # NVRTC (or CuPy's disk cache) and the module load, kept by CuPy per device
                 return mod
 
+        def run(job):
+            with cp.cuda.Device(device):
+                job()
+                cp.cuda.get_current_stream().synchronize()  # its launches done before the start-up goes on
+
         for k in keys:
             _pending[k] = pool.submit(build, k)
+        for j in jobs:
+            _jobs.append(pool.submit(run, j))
         pool.shutdown(wait=False)  # the threads end with their queue
     return len(keys)
+
+
+def wait_jobs() -> None:
+    """Wait for precompile's jobs; a job's error is raised here (the run would meet it too)."""
+    with _lock:
+        futs = list(_jobs)
+        _jobs.clear()
+    for f in futs:
+        f.result()
 
 
 def function(name: str, kernel: str, options=(), defines=None):
