@@ -210,3 +210,30 @@ def test_cuda_twisted_matches_newton(cupy_backend, mesh, rng):
     e_r, Dg_r = eigen.eigenvalues_tw(m, V1, e_prev, rcp=True)
     assert bool(xp.array_equal(e3, e_r)) and bool(xp.array_equal(c3, eigen.ipim_t(m, e_r, Dg_r, rcp=True, carry=True)))
     assert float(xp.abs(e_r - e_t).max()) <= 1e-12 * float(xp.abs(e_t).max())  # H200: ~1.6e-14
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("mesh", [("mesh.NX=65", "mesh.NZ=65"), ("mesh.NX=17", "mesh.NZ=12", "mesh.N_sbn=5")])
+def test_cuda_twisted_kernels_in_modules_of_their_own_are_bitwise_the_shared_module(cupy_backend, mesh, rng,
+                                                                                   monkeypatch):
+    """eigen.TW_KERNELS builds eigenvalues_tw and ipim_t each in a module of its own (TW_KERNEL 1 / 2, a
+    fresh machine's start-up compiles them in parallel): the same bits as both kernels from one
+    module (TW_KERNEL 0), cold and warm, with the default reciprocal and with the division."""
+    from solver.bsp.kernels.cuda import eigen
+    xp = cupy_backend.xp
+    m = model(*mesh)
+    V = xp.asarray(_ic_V(m))
+    V1 = V + 1e-3 * float(xp.abs(V).max()) * xp.asarray(rng.standard_normal(V.shape))
+
+    def run():
+        out = []
+        for r in (False, True):
+            e0, _ = eigen.eigenvalues_tw(m, V, rcp=r, carry=r)
+            e, Dg = eigen.eigenvalues_tw(m, V1, e0, rcp=r, carry=r)
+            out += [e0, e, eigen.ipim_t(m, e, Dg, rcp=r, carry=r)]
+        return out
+
+    split = run()
+    monkeypatch.setattr(eigen, "TW_KERNELS", {"eigenvalues_tw": 0, "ipim_t": 0})
+    shared = run()
+    assert all(bool(xp.array_equal(a, b)) for a, b in zip(split, shared))

@@ -155,7 +155,7 @@ def _ic(m):
     return np.ascontiguousarray(ic.V), ic
 
 
-@pytest.mark.parametrize("numerics, count", [((), 5), (("numerics.eigen=bisection", "numerics.ipim=b"), 6)])
+@pytest.mark.parametrize("numerics, count", [((), 6), (("numerics.eigen=bisection", "numerics.ipim=b"), 6)])
 def test_emulated_startup_modules_are_the_modules_the_startup_launches(emulated_cuda, newton_cases,
                                                                        fake_graph_capture, monkeypatch, numerics, count, rng):
     """kernels.cuda.startup_modules (eigen.modules + Frechet + newton.modules) lists exactly the
@@ -180,7 +180,7 @@ def test_emulated_startup_modules_are_the_modules_the_startup_launches(emulated_
     cn.deps_dx_max(m, NP, eps, V)
     listed = ce.modules(m) + [(cf.SOURCE, cf.OPTIONS, None)] + cn.modules(m)
     assert {b._key(*s) for s in listed} == set(b._modules)
-    # the default (numerics.eigen twisted): one eigen_tw.cu module; bisection + ipim b: eigen.cu twice
+    # the default (numerics.eigen twisted): eigen_tw.cu twice (a kernel each); bisection + ipim b: eigen.cu twice
     assert len(listed) == len(b._modules) == count
 
 
@@ -217,7 +217,9 @@ real = _build.precompile
 def spy(specs, jobs=()):
     pre['keys'] = [list(map(str, _build._key(*s))) for s in specs]
     pre['jobs'] = len(jobs)
-    return real(specs, jobs)
+    n = real(specs, jobs)
+    _build.wait_jobs()  # (the run waits at its first capture; here at once: a test of what they cover)
+    return n
 _build.precompile = spy
 import re, threading, traceback
 from cupy.cuda import compiler
@@ -252,7 +254,7 @@ def test_cupy_startup_imports_no_cupyx_and_precompiles_what_it_uses(tmp_path):
     assert r.returncode == 0 and lines, r.stdout + r.stderr
     rec = json.loads(lines[-1].removeprefix("first step:"))
     assert rec["heavy"] == []
-    assert rec["pending"] == 0 and len(rec["pre"]) == 5  # eigen_tw.cu (the default twisted), Frechet, 3 Newton
+    assert rec["pending"] == 0 and len(rec["pre"]) == 6  # eigen_tw.cu x 2 (the default twisted), Frechet, 3 Newton
     assert sorted(map(tuple, rec["pre"])) == sorted(map(tuple, rec["used"]))
     # the warm-up (solver/bsp/warm.py) compiled every CuPy kernel of the start-up beforehand, in its threads
     assert rec["jobs"] == 6 and rec["main_cupy"] == []

@@ -11,9 +11,11 @@ on the large axes, in parallel threads (NVRTC releases the GIL) compiles or load
 beforehand; the start-up then finds them.  The values are thrown away: nothing of the run changes.
 
 ``jobs(model, backend)`` lists the callables; ``solver.bsp.kernels.precompile`` runs them beside the CUDA
-modules' compiles and waits for them before INITCOND (so that no thread launches while the start-up
-captures a CUDA graph).  A gpu test checks that after them the start-up compiles or loads no CuPy
-kernel of its own (tests/test_bsp_kernels_cuda_precompile.py); a CPU test runs every job on NumPy.
+modules' compiles (_build.precompile), and every CUDA graph capture waits for them first (_build.wait_jobs:
+no warm-up thread launches while a graph is captured).  The start-up goes on meanwhile: an expression
+it meets before its job has finished is compiled or loaded by the start-up itself, as before.  A gpu test
+checks that after the jobs the start-up compiles or loads no CuPy kernel of its own
+(tests/test_bsp_kernels_cuda_precompile.py); a CPU test runs every job on NumPy.
 """
 from __future__ import annotations
 

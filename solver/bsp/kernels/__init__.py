@@ -97,17 +97,16 @@ def f64(xp, a):
 
 def precompile(model, backend) -> int:
     """Start compiling the CUDA modules of the start-up's fast paths in background threads (cupy
-    backend with fast paths; solver/bsp/kernels/cuda/_build.py), run the start-up's CuPy array
+    backend with fast paths; solver/bsp/kernels/cuda/_build.py), and running the start-up's CuPy array
     expressions on small arrays in the same threads (solver/bsp/warm.py: CuPy compiles or loads their
-    kernels) and wait for those: how many modules were started."""
+    kernels; every CUDA graph capture waits for them first, _build.wait_jobs): how many modules were
+    started."""
     if backend.name != "cupy" or mode(model) == "array":
         return 0
     from solver.bsp import warm
     from solver.bsp.kernels.cuda import _build, startup_modules
 
-    n = _build.precompile(startup_modules(model), warm.jobs(model, backend))
-    _build.wait_jobs()  # before INITCOND: no thread launches during the start-up's graph captures
-    return n
+    return _build.precompile(startup_modules(model), warm.jobs(model, backend))
 
 
 def mode(model) -> str:

@@ -9,7 +9,9 @@ ceil(nthreads / block) blocks.
 ``precompile(specs)`` (start-up, docs/performance-startup.md round 3): compiles the modules of
 ``specs`` (source, options, defines) in background threads, one per module, which run in
 parallel since CuPy's NVRTC call releases the GIL; a ``module`` call for one of them waits for its
-thread instead of compiling it again.  The modules are the same, so are the results.  The start-up
+thread instead of compiling it again.  The modules are the same, so are the results.  Its ``jobs``
+(the start-up's CuPy warm-up, solver/bsp/warm.py) run in the same threads; every CUDA graph capture
+calls ``wait_jobs`` first, so no such thread launches during a capture.  The start-up
 takes each of its precompiled modules before its first CUDA graph capture (the batched Newton solver
 takes its modules when it is built, before it captures), so no thread loads a module during a capture.
 """

@@ -145,6 +145,7 @@ class StageGraph:
     def _capture(self, launches):
         """Run ``launches`` once on the current stream (compiles, cached tables), then capture them,
         after the scalar copy, on the side stream: the graph."""
+        _build.wait_jobs()  # no start-up warm-up thread launches during a capture
         cur = cp.cuda.get_current_stream()
         with cp.cuda.using_allocator(self._pool.malloc):
             self._scalars(cur)

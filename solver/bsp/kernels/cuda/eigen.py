@@ -65,9 +65,10 @@ def _function(kernel, n, variant="a", NS=1, block=BLOCK):
 def modules(model) -> list:
     """(source, options, defines) of the modules ``eigen`` launches for this model (_build.precompile)."""
     n, variant = model.NZ - 2, ipim_variant(model)
-    if eigen_variant(model) == "twisted":  # eigenvalues_tw and ipim_t: one module (the same MAXM)
+    if eigen_variant(model) == "twisted":  # eigenvalues_tw and ipim_t: a module each (TW_KERNEL 1, 2)
         r = eigen_reciprocal(model)
-        return [(TW_SOURCE, OPTIONS, _tw_defines(n, model.N_sbn, TW_IPIM_BLOCK, rcp=r, carry=r))]
+        return [(TW_SOURCE, OPTIONS, _tw_defines(n, model.N_sbn, TW_IPIM_BLOCK, rcp=r, carry=r, kernel=k))
+                for k in TW_KERNELS.values()]
     out = [(SOURCE, OPTIONS, _defines(n, variant, model.N_sbn))]
     if eigen_variant(model) == "newton":
         out.append(("eigen_nr.cu", OPTIONS, None))
@@ -138,7 +139,11 @@ def eigenvalues_nr(model, V, levels=None, block=BLOCK, iterations=False):
 
 TW_SOURCE = "eigen_tw.cu"
 TW_BLOCK = 64  # eigenvalues_tw: 32 eigenvalues (pairs of lanes) per block; whole warps (the shuffles)
-TW_IPIM_BLOCK = 32  # ipim_t: 32 eigenpairs per block (the same MAXM: one module for both kernels)
+TW_IPIM_BLOCK = 32  # ipim_t: 32 eigenpairs per block (the same MAXM as eigenvalues_tw's blocks)
+# eigen_tw.cu's TW_KERNEL: each kernel in a module of its own, so that a fresh machine compiles the two
+# in parallel (_build.precompile; docs/performance-startup.md round 4); a kernel's code does not depend
+# on the other being in its module
+TW_KERNELS = {"eigenvalues_tw": 1, "ipim_t": 2}
 
 
 def _tw_function(kernel, n, NS, block, shared=False, rcp=False, carry=False):
@@ -148,12 +153,13 @@ def _tw_function(kernel, n, NS, block, shared=False, rcp=False, carry=False):
     if n < 3:
         raise ValueError(f"eigen_tw.cu needs NZ >= 5, not NZ = {n + 2}")
     pairs = block // 2 if kernel == "eigenvalues_tw" else block
-    return _build.function(TW_SOURCE, kernel, OPTIONS, _tw_defines(n, NS, pairs, shared, rcp, carry))
+    return _build.function(TW_SOURCE, kernel, OPTIONS, _tw_defines(n, NS, pairs, shared, rcp, carry, TW_KERNELS[kernel]))
 
 
-def _tw_defines(n, NS, pairs, shared=False, rcp=False, carry=False) -> dict:
+def _tw_defines(n, NS, pairs, shared=False, rcp=False, carry=False, kernel=0) -> dict:
     return {"N": n, "MAXM": ipim_maxm(NS, pairs), "SIGN_THRESHOLD": repr(schrodinger.SIGN_THRESHOLD),
-            "IPIM_SHARED": int(bool(shared)), "TW_RCP": int(bool(rcp)), "TW_CARRY": int(bool(carry))}
+            "IPIM_SHARED": int(bool(shared)), "TW_RCP": int(bool(rcp)), "TW_CARRY": int(bool(carry)),
+            "TW_KERNEL": int(kernel)}
 
 
 def eigenvalues_tw(model, V, levels=None, block=TW_BLOCK, iterations=False, rcp=False, carry=False):

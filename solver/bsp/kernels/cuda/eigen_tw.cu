@@ -110,6 +110,12 @@ __device__ __forceinline__ void tw_eval(const double* d, const double* e, double
     s = sf + sb + dg / g;
 }
 
+#ifndef TW_KERNEL
+#define TW_KERNEL 0  /* 0: both kernels; 1: eigenvalues_tw alone; 2: ipim_t alone (eigen.py builds each in a
+                        module of its own, so that a fresh machine compiles the two in parallel threads) */
+#endif
+
+#if TW_KERNEL != 2
 extern "C" __global__ void eigenvalues_tw(
     const double* __restrict__ V,         // (NX, NZ)
     const double* __restrict__ kd,        // (3, N)
@@ -221,6 +227,9 @@ extern "C" __global__ void eigenvalues_tw(
     }
 }
 
+#endif  /* TW_KERNEL != 2 */
+
+#if TW_KERNEL != 1
 extern "C" __global__ void ipim_t(
     const double* __restrict__ eps, const double* __restrict__ Dg, const double* __restrict__ ko,
     const double pivmin, const double scale, const int NX, const int NZ, const int NS,
@@ -370,3 +379,4 @@ extern "C" __global__ void ipim_t(
     for (int j = 0; j < N; ++j) out[j + 1] = sg * scale * x[j];
 #undef EG
 }
+#endif  /* TW_KERNEL != 1 */

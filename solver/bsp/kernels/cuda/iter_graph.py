@@ -185,6 +185,7 @@ class IterGraph:
     def _capture(self, kind):
         """Run the launches once on the side stream (compiles; the results of this call), then
         capture them there."""
+        _build.wait_jobs()  # no start-up warm-up thread launches during a capture
         cp.cuda.get_current_stream().synchronize()  # the inputs were copied in on the caller's stream
         with cp.cuda.using_allocator(self._pool.malloc), self._stream:
             _run_launches(self._launches, kind)  # on the side stream (as the capture)

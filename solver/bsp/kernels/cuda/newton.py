@@ -390,6 +390,7 @@ class BatchedGraph:
         self._graphs = {}  # "solve" / "resolve" -> (graph, its output x)
 
     def _capture(self, name, fn, *args):
+        _build.wait_jobs()  # no start-up warm-up thread launches during a capture
         cp.cuda.get_current_stream().synchronize()  # the inputs were written on the caller's stream
         with cp.cuda.using_allocator(self._pool.malloc), self._stream:
             _solve_batched(fn, *args)  # warm-up: compiles, pool blocks
