@@ -6,7 +6,7 @@ export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD
 OUT=${OUT:?}; PY=python3; CFG=config/bsp/dgmosfet.yaml; CASE=6x65x65x300x48:cupy:1:5:1
 L=$OUT/c2; mkdir -p $L
 echo "== startup_device (cold x1, warm x5, probes)"
-OUT=$L BASE=_dev/base ROUNDS=5 timeout 300 bash tools/bsp/startup_device.sh > $L/startup.log 2>&1; tail -4 $L/startup.log
+OUT=$L BASE=_dev/base ROUNDS=${ROUNDS:-5} timeout 300 bash tools/bsp/startup_device.sh > $L/startup.log 2>&1; tail -4 $L/startup.log
 echo "== extra cold rounds"
 for r in 2 3; do
   for t in base new; do
@@ -31,5 +31,5 @@ for t in base new; do
 done
 for f in profiles.csv profiles_t0.csv scalars.csv; do cmp $L/run_base/$f $L/run_new/$f && echo "$f identical"; done
 echo "== gpu tests"
-timeout 400 $PY -m pytest -q -m gpu tests/test_bsp_kernels_cuda_precompile.py tests/test_startup_imports.py 2>&1 | tail -5
+timeout 400 $PY -m pytest -q -m gpu tests/test_bsp_kernels_cuda_precompile.py tests/test_startup_imports.py tests/test_bsp_kernels_cuda_eigen_tw.py tests/test_bsp_kernels_cuda_eigen.py tests/test_bsp_iter_graph.py tests/test_bsp_kernels_cuda_newton.py 2>&1 | tail -5
 cd $OUT && tar czf c2.tgz c2 && rm -rf c2/run_* && echo packed
