@@ -1,5 +1,5 @@
 """Start-up (issue #12, docs/performance-startup.md round 4): the array expressions of the start-up, run
-once on small arrays of the run's dimensions in background threads before INITCOND.
+once on small arrays of the run's dimensions in background threads while INITCOND starts.
 
 On CuPy every distinct elementwise expression is a kernel that CuPy compiles with NVRTC the first time
 it is met on a machine (~0.09 s each on the H200's host, 16 of them one after another in INITCOND,
