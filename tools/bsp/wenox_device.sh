@@ -3,7 +3,8 @@
 # GPU, <= 150 s.  Run from the repository root with $OUT set:   bash tools/bsp/wenox_device.sh
 #  1. ktime (tools/bsp/wenox_ktime.py): bsp_weno_dx of both variants in alternating rounds of CUDA-event timings on a
 #     synthetic stage, standard 6x65x65x300x48 (60 launches each) and fine 6x129x129x600x96 (20 each); median,
-#     p10-p90, output hashes, repeat equality, rel. difference fast2 vs fast (and vs the array code, standard);
+#     p10-p90, output hashes, repeat equality, rel. difference fast2 vs fast (and vs the array code, standard); also
+#     the A/B build fast2up (fast2's faces, all lines walked upwards with selects; -DBSP_WENOX_UP=1, not in the schema);
 #  2. gpu tests: the new fast2 x test first, the 10-step bitwise-run test with fast2, then every other gpu test of
 #     tests/test_bsp_kernels_cuda_weno.py and tests/test_bsp_contact_rule.py (cut at 145 s);
 #  3. prints a short table last.  Logs and CSVs under $OUT/wenox/.
@@ -14,7 +15,7 @@ export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}  # tools/*.py scripts import s
 R=$OUT/wenox; mkdir -p $R
 left() { local l=$((145 - SECONDS)); echo $(( l > 1 ? l : 1 )); }
 { nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader; git rev-parse --short HEAD 2>/dev/null; } > $R/device.txt 2>&1
-echo "mesh,variant,median_us,min_us,p10_us,p90_us,n,hash,repeat_equal,rel_vs_fast,rel_vs_array" > $R/ktime.csv
+echo "mesh,variant,median_us,min_us,p10_us,p90_us,n,hash,repeat_equal,rel_vs_fast,rel_vs_array,eq_fast2" > $R/ktime.csv
 timeout 40 python3 tools/bsp/wenox_ktime.py 6x65x65x300x48 10 6 >> $R/ktime.csv 2>> $R/ktime.err
 echo "ktime standard rc $? ($SECONDS s)" >> $R/device.txt
 timeout 40 python3 tools/bsp/wenox_ktime.py 6x129x129x600x96 5 4 >> $R/ktime.csv 2>> $R/ktime.err
@@ -42,15 +43,17 @@ for f in ("pytest_fast2.log", "pytest_rest.log"):
 err = os.path.join(R, "ktime.err")
 if os.path.exists(err) and os.path.getsize(err):
     print("ktime.err (last lines):", *open(err).read().splitlines()[-4:], sep="\n  ")
-print("bsp_weno_dx, us per launch: median (min, p10-p90), n; output hash; equal after the timing; rel. diff vs fast; vs array code")
+print("bsp_weno_dx, us per launch: median (min, p10-p90), n; output hash; equal after the timing; rel. diff vs fast; "
+      "vs array code; values equal fast2's")
 rows = list(csv.DictReader(open(os.path.join(R, "ktime.csv"))))
 for r in rows:
     print(f"  {r['mesh']:18s} {r['variant']:6s} {float(r['median_us']):8.1f} ({float(r['min_us']):.1f}, "
           f"{float(r['p10_us']):.1f}-{float(r['p90_us']):.1f}) n={r['n']}  {r['hash']} {r['repeat_equal']} "
-          f"{r['rel_vs_fast']} {r['rel_vs_array']}")
+          f"{r['rel_vs_fast']} {r['rel_vs_array']} {r['eq_fast2']}")
 for mesh in sorted({r["mesh"] for r in rows}):
     t = {r["variant"]: float(r["median_us"]) for r in rows if r["mesh"] == mesh}
-    if "fast" in t and "fast2" in t:
-        print(f"  {mesh}: fast2 / fast = {t['fast2'] / t['fast']:.3f} ({100 * (t['fast2'] / t['fast'] - 1):+.1f} %); "
-              f"per step (3 stages) {3e-3 * (t['fast2'] - t['fast']):+.3f} ms")
+    for v in ("fast2", "fast2up"):
+        if "fast" in t and v in t:
+            print(f"  {mesh}: {v} / fast = {t[v] / t['fast']:.3f} ({100 * (t[v] / t['fast'] - 1):+.1f} %); "
+                  f"per step (3 stages) {3e-3 * (t[v] - t['fast']):+.3f} ms")
 PY

@@ -229,7 +229,29 @@ __global__ void bsp_weno_dx(const double* Phi, const double* a1, const unsigned 
     }
     int i0 = s * seg;
     int i1 = i0 + seg < NX ? i0 + seg : NX;
-#if BSP_WENO_FAST2
+#if BSP_WENO_FAST2 && BSP_WENOX_UP
+    /* fast2's faces with every line walked upwards and the 5 values of a right-biased face selected in reversed
+       order (5 double selects per face): the same faces, so the same values as the form below (a zero difference
+       may have the other sign).  Not reachable from the schema: the A/B of section 13 (tools/bsp/wenox_ktime.py)
+       against the downwards walk, whose lanes of one warp touch two x planes at a time. */
+    double c12 = inv / 12.0;
+    double g0 = gx_val(P, sX, i0 - 3, NX, a, gl, gr), g1 = gx_val(P, sX, i0 - 2, NX, a, gl, gr),
+           g2 = gx_val(P, sX, i0 - 1, NX, a, gl, gr), g3 = gx_val(P, sX, i0, NX, a, gl, gr),
+           g4 = gx_val(P, sX, i0 + 1, NX, a, gl, gr), g5 = gx_val(P, sX, i0 + 2, NX, a, gl, gr);
+#define BSP_XUP_FACE                                                                                      \
+    weno2_face12(left ? g0 : g5, left ? g1 : g4, left ? g2 : g3, left ? g3 : g2, left ? g4 : g1, eps)
+    double fp = BSP_XUP_FACE;
+    if (closed && i0 == 0) fp = 0.0;
+    for (int i = i0; i < i1; ++i) {
+        g0 = g1; g1 = g2; g2 = g3; g3 = g4; g4 = g5;
+        g5 = gx_val(P, sX, i + 3, NX, a, gl, gr);
+        double fn = BSP_XUP_FACE;
+        if (closed && i + 1 == NX) fn = 0.0;
+        out[line + i * sX] = (fn - fp) * c12;
+        fp = fn;
+    }
+#undef BSP_XUP_FACE
+#elif BSP_WENO_FAST2
     /* fast2 (docs/performance-bte-kernels.md section 13): 12 x each face by weno2_face12 on the stencil in
        upwind order.  A left-biased line walks its segment upwards (face j-1/2 from g_{j-3} .. g_{j+1}), a
        right-biased one downwards (face j-1/2 from g_{j+2} .. g_{j-2}, the reversed stencil), so that both
