@@ -5,7 +5,8 @@
 #     synthetic stage, standard 6x65x65x300x48 (60 launches each) and fine 6x129x129x600x96 (20 each); median,
 #     p10-p90, output hashes, repeat equality, rel. difference fast2 vs fast (and vs the array code, standard); also
 #     the A/B build fast2up (fast2's faces, all lines walked upwards with selects; -DBSP_WENOX_UP=1, not in the schema);
-#  2. gpu tests: the new fast2 x test first, the 10-step bitwise-run test with fast2, then every other gpu test of
+#  2. gpu tests: the new fast2 x test first, the graph-vs-launches stages (default fast2: bte_graph's x_into), the
+#     10-step bitwise-run test with fast2, then every other gpu test of
 #     tests/test_bsp_kernels_cuda_weno.py and tests/test_bsp_contact_rule.py (cut at 145 s);
 #  3. prints a short table last.  Logs and CSVs under $OUT/wenox/.
 set -uo pipefail
@@ -16,13 +17,14 @@ R=$OUT/wenox; mkdir -p $R
 left() { local l=$((145 - SECONDS)); echo $(( l > 1 ? l : 1 )); }
 { nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader; git rev-parse --short HEAD 2>/dev/null; } > $R/device.txt 2>&1
 echo "mesh,variant,median_us,min_us,p10_us,p90_us,n,hash,repeat_equal,rel_vs_fast,rel_vs_array,eq_fast2" > $R/ktime.csv
-timeout 40 python3 tools/bsp/wenox_ktime.py 6x65x65x300x48 10 6 >> $R/ktime.csv 2>> $R/ktime.err
+timeout 35 python3 tools/bsp/wenox_ktime.py 6x65x65x300x48 10 6 >> $R/ktime.csv 2>> $R/ktime.err
 echo "ktime standard rc $? ($SECONDS s)" >> $R/device.txt
-timeout 40 python3 tools/bsp/wenox_ktime.py 6x129x129x600x96 5 4 >> $R/ktime.csv 2>> $R/ktime.err
+timeout 35 python3 tools/bsp/wenox_ktime.py 6x129x129x600x96 5 4 >> $R/ktime.csv 2>> $R/ktime.err
 echo "ktime fine rc $? ($SECONDS s)" >> $R/device.txt
 NEW="tests/test_bsp_kernels_cuda_weno.py::test_gpu_weno_x_fast2_matches_numpy_and_host_build"
+GRAPH="tests/test_bsp_kernels_cuda_bte_graph.py::test_gpu_graph_stages_equal_launches"  # x_into captured = launched
 RUN="tests/test_bsp_kernels.py::test_gpu_run_bitwise_reproducible_and_close_to_numpy[fast2]"
-timeout $(( $(left) > 50 ? 50 : $(left) )) python3 -m pytest -m gpu -q -s -p no:cacheprovider "$NEW" "$RUN" \
+timeout $(( $(left) > 60 ? 60 : $(left) )) python3 -m pytest -m gpu -q -s -p no:cacheprovider "$NEW" "$GRAPH" "$RUN" \
   > $R/pytest_fast2.log 2>&1
 echo "pytest fast2 rc $? ($SECONDS s)" >> $R/device.txt
 timeout $(left) python3 -m pytest -m gpu -q -p no:cacheprovider tests/test_bsp_kernels_cuda_weno.py \
