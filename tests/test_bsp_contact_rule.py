@@ -103,7 +103,7 @@ def _deficit_case(bte_cases, rng, variant, mode="array", **mesh):
     return m, d, (d["rho_eq"][0], d["rho_eq"][-1], rho[0], rho[-1])
 
 
-@pytest.mark.parametrize("variant", ["exact", "fast"])
+@pytest.mark.parametrize("variant", ["exact", "fast", "fast2"])
 def test_emulated_cuda_hybrid_matches_the_array_code(emulated_cuda, bte_cases, rng, variant):
     """bsp_weno_dx with the hybrid ghosts (g++ build of weno.cu): exact = the array code's bits, fast
     within 1e-12; and not the reference rule's result."""
@@ -119,7 +119,7 @@ def test_emulated_cuda_hybrid_matches_the_array_code(emulated_cuda, bte_cases, r
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("variant", ["exact", "fast"])
+@pytest.mark.parametrize("variant", ["exact", "fast", "fast2"])
 def test_gpu_hybrid_kernel_matches_numpy(cupy_backend, bte_cases, rng, variant):
     from solver.bsp.kernels.cuda import weno as cw
     cp = cupy_backend.xp

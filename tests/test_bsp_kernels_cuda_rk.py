@@ -183,7 +183,8 @@ def test_emulated_stage_update_fast2_matches_reference(emulated_cuda, bte_cases,
     ref = bte.stage_update(m, NP_BE, 0, P0, P, None, None, zero, d["deps"], d["A"], dt)[0] - P
     got = rk.stage_update(m, NP_BE, 0, P0, P, None, None, zero, d["deps"], d["A"], dt)[0] - P
     assert bte_cases.rel(got, ref) <= TOL, bte_cases.rel(got, ref)
-    opts = [o for code, o in emulated_cuda.cupy.compiled if "bsp_wphi_rk" in code and "-DBSP_WENO_FAST2=1" in o]
+    opts = [o for code, o in emulated_cuda.cupy.compiled  # the fused kernel's builds (LROWS), not WENO_x's fast2 build
+            if "bsp_wphi_rk" in code and "-DBSP_WENO_FAST2=1" in o and any(x.startswith("-DLROWS=") for x in o)]
     assert opts and all("--fmad=false" in o and "-DBSP_WENO_FAST=1" in o and "-DWPHI_BLOCK=256" in o for o in opts)
 
 

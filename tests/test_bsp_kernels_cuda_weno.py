@@ -7,11 +7,14 @@ kernels' logic run end to end without a GPU.  ``exact``: the WENO terms equal th
 bit for bit.  ``fast`` (FMAs written out, one division per face, WENO_phi by the coalesced tile
 kernel): within 1e-12 relative (max |diff| / max |ref|), on random, smooth and on-grid levels,
 closed contacts, segmented lines, partial tiles, the strided phi fallback and scaled Phi.
+``fast2`` (WENO_x only: bsp_weno_dx with the fast2 faces, docs/performance-bte-kernels.md §13): within 1e-12
+on the left- and right-biased lines, open (reference and hybrid contact rule) and closed contacts, segmented lines,
+scaled Phi; the build per variant and eps (``x_defines``).
 
 GPU tests (marked ``gpu``): each fast path on the cupy backend (numerics.kernels auto, checked to
 dispatch to cuda/weno.py) against the array path on the same backend and on NumPy: exact bit for
 bit against the CuPy array path, fast within 1e-12; two calls bitwise identical; and the fast
-kernels' device results equal their host build bit for bit (the FMAs are explicit).
+kernels' device results equal their host build bit for bit (the FMAs are explicit); the same for fast2's x term.
 """
 import numpy as np
 import pytest
@@ -112,6 +115,141 @@ def test_emulated_weno_segments(emulated_cuda, bte_cases, rng, monkeypatch, vari
                 assert bte_cases.rel(got, ref) <= TOL
 
 
+# ------------------------------------------------------------- WENO_x, fast2 (docs/performance-bte-kernels.md §13)
+def _x_args(d, rho=None):
+    rho = d["rho"] if rho is None else rho
+    return d["rho_eq"][0], d["rho_eq"][-1], rho[0], rho[-1]
+
+
+def _deficit_rho(d):
+    """rho short of rho_eq at the source (every valley, subband 0) and in valley 1 at the drain, in excess in valley 2
+    there: the hybrid contact rule's ghosts differ from the reference rule's (tests/test_bsp_contact_rule.py)."""
+    rho = d["rho"].copy()
+    rho[0, :, 0] = 0.7 * d["rho_eq"][0, :, 0]
+    rho[-1, 1, :] = 0.8 * d["rho_eq"][-1, 1, :]
+    rho[-1, 2, :] = 1.3 * d["rho_eq"][-1, 2, :]
+    return rho
+
+
+def _fast2_x_check(cw, bte_cases, m, m1, d, args, closed):
+    """x term of fast2 (m) against NumPy: within TOL over all lines, over the left-biased and over the
+    right-biased lines each; a second call bitwise equal; returns (result, fast's result of m1)."""
+    ref = weno.weno_x(m, NP_BE, d["Phi"], *args, closed=closed)
+    got = cw.weno_x(m, NP_BE, d["Phi"], *args, closed=closed)
+    again = cw.weno_x(m, NP_BE, d["Phi"], *args, closed=closed)
+    assert np.array_equal(got, again)
+    assert np.abs(ref).max() > 0 and np.all(np.isfinite(got))
+    assert bte_cases.rel(got, ref) <= TOL, bte_cases.rel(got, ref)
+    left = np.asarray(weno._phi_masks(m)[2], dtype=bool)  # (3, NW, NPHI): left-biased lines
+    assert left.any() and (~left).any()
+    for mask in (left, ~left):
+        a, b = got.transpose(1, 3, 4, 0, 2)[mask], ref.transpose(1, 3, 4, 0, 2)[mask]
+        assert np.abs(b).max() > 0 and bte_cases.rel(a, b) <= TOL, bte_cases.rel(a, b)
+    return got, cw.weno_x(m1, NP_BE, d["Phi"], *args, closed=closed)
+
+
+@pytest.mark.parametrize("levels", ["random", "smooth", "grid"])
+@pytest.mark.parametrize("rule", ["reference", "hybrid"])
+@pytest.mark.parametrize("mesh", [dict(NX=9, NS=2, NW=20, NPHI=8), dict(NX=10, NS=3, NW=13, NPHI=6),
+                                  dict(NX=9, NS=1, NW=9, NPHI=4), dict(NX=17, NS=2, NW=11, NPHI=12)])
+def test_emulated_weno_x_fast2_within_tolerance(emulated_cuda, bte_cases, rng, levels, rule, mesh):
+    """numerics.bte_kernels fast2: bsp_weno_dx built with -DBSP_WENO_FAST2=1 (weno2_face12, one reciprocal per
+    face, right-biased lines walked downwards on the reversed stencil): within 1e-12 of weno.weno_x on NumPy for
+    open contacts (reference rule, hybrid rule with a deficit and an excess) and closed ones, on the left- and the
+    right-biased lines each; two calls bitwise equal; other rounding than fast somewhere (the fast2 faces ran)."""
+    cw = emulated_cuda.weno
+    extra = (f"numerics.contact_rule={rule}",)
+    m = bte_cases.model(kernels_mode="array", extra=("numerics.bte_kernels=fast2",) + extra, **mesh)
+    m1 = bte_cases.model(kernels_mode="array", extra=("numerics.bte_kernels=fast",) + extra, **mesh)
+    d = bte_cases.inputs(m, rng, levels)
+    rho = _deficit_rho(d) if rule == "hybrid" else None
+    differs = False
+    for closed in (False, True):
+        got, fast = _fast2_x_check(cw, bte_cases, m, m1, d, _x_args(d, rho), closed)
+        differs |= not np.array_equal(got, fast)
+    assert differs
+    if rule == "hybrid":  # the hybrid ghosts acted: the reference rule's result is far from this one
+        mr = bte_cases.model(kernels_mode="array", extra=("numerics.bte_kernels=fast2",), **mesh)
+        ref = weno.weno_x(m, NP_BE, d["Phi"], *_x_args(d, rho))
+        assert bte_cases.rel(cw.weno_x(mr, NP_BE, d["Phi"], *_x_args(d, rho)), ref) > 1e-6
+    opts = [o for code, o in emulated_cuda.cupy.compiled if "bsp_weno_dx" in code and "-DBSP_WENO_FAST2=1" in o]
+    assert opts and all("--fmad=false" in o and "-DBSP_WENO_FAST=1" in o for o in opts)
+
+
+def test_emulated_weno_x_fast2_segments(emulated_cuda, bte_cases, rng, monkeypatch):
+    """fast2 x lines cut into several segments (the last one shorter): each segment walks its own faces up
+    (left-biased) or down (right-biased); the faces at segment ends are formed by both neighbours."""
+    cw = emulated_cuda.weno
+    monkeypatch.setattr(cw, "TARGET_THREADS", 1 << 22)
+    monkeypatch.setattr(cw, "MIN_SEGMENT", 3)
+    mesh = dict(NX=11, NS=1, NW=17, NPHI=6)
+    assert cw._segments(3 * 17 * 6, 11) == (3, 4)
+    m = bte_cases.model(kernels_mode="array", extra=("numerics.bte_kernels=fast2",), **mesh)
+    m1 = bte_cases.model(kernels_mode="array", extra=("numerics.bte_kernels=fast",), **mesh)
+    d = bte_cases.inputs(m, rng, "random")
+    for closed in (False, True):
+        _fast2_x_check(cw, bte_cases, m, m1, d, _x_args(d), closed)
+
+
+@pytest.mark.parametrize("scale", [1e-25, 1e-9, 1e9, 1e25])
+def test_emulated_weno_x_fast2_scaled(emulated_cuda, bte_cases, rng, scale):
+    """One reciprocal of s = n0 + q0 (6 q2 + 3 q1) ~ IS^4 per x face (not the phi pair's s+ s- ~ IS^8): finite
+    and within 1e-12 for Phi scaled by 1e+-25 (eps dominates the indicators at 1e-25; IS ~ 1e52 at 1e25)."""
+    m = bte_cases.model(kernels_mode="array", extra=("numerics.bte_kernels=fast2",), NX=9, NS=2, NW=12, NPHI=8)
+    d = bte_cases.inputs(m, rng, "random")
+    args = tuple(a * scale for a in _x_args(d))
+    for closed in (False, True):
+        ref = weno.weno_x(m, NP_BE, d["Phi"] * scale, *args, closed=closed)
+        got = emulated_cuda.weno.weno_x(m, NP_BE, d["Phi"] * scale, *args, closed=closed)
+        assert np.all(np.isfinite(got))
+        assert bte_cases.rel(got, ref) <= TOL, (scale, closed, bte_cases.rel(got, ref))
+
+
+@pytest.mark.parametrize("mesh", [dict(NX=9, NS=2, NW=20, NPHI=8), dict(NX=11, NS=1, NW=17, NPHI=6)])
+def test_emulated_weno_x_fast2_upwards_form_same_values(emulated_cuda, bte_cases, rng, monkeypatch, mesh):
+    """The A/B build of section 13 (-DBSP_WENOX_UP=1: every line walked upwards, the right-biased face's 5 values
+    selected in reversed order; only tools/bsp/wenox_ktime.py builds it) forms the same faces as the downwards walk
+    of the schema's fast2 build: the same values (np.array_equal; a zero difference may carry the other sign), also
+    with several segments per line and closed contacts."""
+    cw = emulated_cuda.weno
+    m = bte_cases.model(kernels_mode="array", extra=("numerics.bte_kernels=fast2", "numerics.contact_rule=hybrid"), **mesh)
+    d = bte_cases.inputs(m, rng, "random")
+    args = _x_args(d, _deficit_rho(d))
+    for target in (1 << 18, 1 << 22):  # one segment per line; several (MIN_SEGMENT 3)
+        monkeypatch.setattr(cw, "TARGET_THREADS", target)
+        monkeypatch.setattr(cw, "MIN_SEGMENT", 3 if target > 1 << 18 else 8)
+        for closed in (False, True):
+            down = cw.weno_x(m, NP_BE, d["Phi"], *args, closed=closed)
+            with monkeypatch.context() as mp:
+                mp.setattr(cw, "x_defines", lambda model, eps: {"BSP_WENO_FAST": 1, "BSP_WENO_FAST2": 1, "BSP_WENOX_UP": 1})
+                up = cw.weno_x(m, NP_BE, d["Phi"], *args, closed=closed)
+            assert np.array_equal(up, down), (target, closed, bte_cases.rel(up, down))
+            assert bte_cases.rel(up, weno.weno_x(m, NP_BE, d["Phi"], *args, closed=closed)) <= TOL
+    assert any("-DBSP_WENOX_UP=1" in o for code, o in emulated_cuda.cupy.compiled if "bsp_weno_dx" in code)
+
+
+def test_x_defines(emulated_cuda, bte_cases):
+    """The build of bsp_weno_dx per numerics.bte_kernels: exact none, fast -DBSP_WENO_FAST=1 (unchanged), fast2
+    (the default) adds -DBSP_WENO_FAST2=1; fast2 with a WENO eps below FAST2_MIN_EPS falls back to fast's faces
+    (the same limit as the fused kernel's)."""
+    cw = emulated_cuda.weno
+    mesh = dict(NX=9, NS=1, NW=20, NPHI=16)
+    mk = lambda *e: bte_cases.model(extra=e, **mesh)  # noqa: E731
+    assert cw.x_defines(mk("numerics.bte_kernels=exact"), 1e-6) == {}
+    assert cw.x_defines(mk("numerics.bte_kernels=fast"), 1e-6) == {"BSP_WENO_FAST": 1}
+    assert cw.x_defines(mk("numerics.bte_kernels=fast2"), 1e-6) == {"BSP_WENO_FAST": 1, "BSP_WENO_FAST2": 1}
+    assert cw.x_defines(mk(), 1e-6) == {"BSP_WENO_FAST": 1, "BSP_WENO_FAST2": 1}  # the default
+    assert cw.x_defines(mk("numerics.bte_kernels=fast2"), 1e-31) == {"BSP_WENO_FAST": 1}
+    assert cw.FAST2_MIN_EPS == emulated_cuda.rk.FAST2_MIN_EPS == 1e-30
+    tiny = mk("numerics.bte_kernels=fast2", "numerics.weno_eps=1.0e-31")
+    d = bte_cases.inputs(tiny, np.random.default_rng(3), "random")
+    n = len(emulated_cuda.cupy.compiled)
+    got = cw.weno_x(tiny, NP_BE, d["Phi"], *_x_args(d))  # built as fast (a new build of the source, or the cached one)
+    assert all("-DBSP_WENO_FAST2=1" not in o for code, o in emulated_cuda.cupy.compiled[n:])
+    fast = cw.weno_x(mk("numerics.bte_kernels=fast", "numerics.weno_eps=1.0e-31"), NP_BE, d["Phi"], *_x_args(d))
+    assert np.array_equal(got, fast)
+
+
 # ---------------------------------------------------------------------------- GPU
 def _dev(cp, d):
     return {k: (cp.asarray(v) if isinstance(v, np.ndarray) else v) for k, v in d.items()}
@@ -172,3 +310,34 @@ def test_gpu_weno_fast_equals_its_host_build(cupy_backend, emulated_cuda, bte_ca
     host = _three(emulated_cuda.weno, mh, NP_BE, h)
     for name, a, b in zip("xwp", dev, host):
         assert np.array_equal(a, b), (name, bte_cases.rel(a, b))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("rule", ["reference", "hybrid"])
+@pytest.mark.parametrize("mesh", [dict(NX=9, NS=2, NW=24, NPHI=48), dict(NX=70, NS=1, NW=12, NPHI=96)])
+def test_gpu_weno_x_fast2_matches_numpy_and_host_build(cupy_backend, emulated_cuda, bte_cases, rng, rule, mesh):
+    """numerics.bte_kernels fast2 on the device (bsp_weno_dx with the fast2 faces; NX = 70: segmented
+    lines): the x term within 1e-12 of weno.weno_x on NumPy (open contacts, reference or hybrid rule with a deficit,
+    and closed), two calls bitwise equal, and the device bits equal the g++ host build's (FMAs written out,
+    --fmad=false, __drcp_rn = the correctly rounded 1.0 / s)."""
+    from solver.bsp.kernels.cuda import weno as cw
+    cp = cupy_backend.xp
+    extra = ("numerics.bte_kernels=fast2", f"numerics.contact_rule={rule}")
+    ma = bte_cases.model(kernels_mode="auto", extra=extra, **mesh)
+    mr = bte_cases.model(kernels_mode="array", extra=extra, **mesh)
+    assert kernels.lookup(ma, cupy_backend, "WENO_x") is cw.weno_x
+    assert cw.x_defines(ma, weno._eps(ma)) == {"BSP_WENO_FAST": 1, "BSP_WENO_FAST2": 1}
+    h = bte_cases.inputs(mr, rng, "random")
+    args = _x_args(h, _deficit_rho(h) if rule == "hybrid" else None)
+    P, dargs = cp.asarray(h["Phi"]), tuple(cp.asarray(a) for a in args)
+    for closed in (False, True):
+        got = cp.asnumpy(weno.weno_x(ma, cupy_backend, P, *dargs, closed=closed))
+        again = cp.asnumpy(weno.weno_x(ma, cupy_backend, P, *dargs, closed=closed))
+        ref = weno.weno_x(mr, NP_BE, h["Phi"], *args, closed=closed)
+        host = emulated_cuda.weno.weno_x(bte_cases.model(kernels_mode="auto", extra=extra, **mesh), NP_BE, h["Phi"],
+                                         *args, closed=closed)
+        r = bte_cases.rel(got, ref)
+        print(f"WENO_x fast2 {rule} closed={closed} {mesh}: max rel diff {r:.3e}")
+        assert r <= TOL, (closed, r)
+        assert np.array_equal(got, again), closed
+        assert np.array_equal(got, host), (closed, bte_cases.rel(got, host))

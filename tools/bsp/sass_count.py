@@ -1,4 +1,6 @@
-"""SASS instructions per loop of the fused kernel bsp_wphi_rk (docs/performance-bte-kernels.md §11-12).
+"""SASS instructions per loop of the fused kernel bsp_wphi_rk (docs/performance-bte-kernels.md §11-12), or with
+``--kernel dx`` of the x kernel bsp_weno_dx (§13: weno.py's x build, -DBSP_WENO_FAST=1 [+ -DBSP_WENO_FAST2=1];
+its one loop = one node).
 
 Compiles solver/bsp/kernels/cuda/weno.cu as rk.py's NVRTC call does (--fmad=false -DBSP_WENO_FAST=1
 -DNPHI_ -DLROWS [+ -DBSP_WENO_FAST2=1 -DWPHI_BLOCK=256]) with ``nvcc -cubin -arch=sm_90``, disassembles it with
@@ -8,6 +10,7 @@ FP64 = D* arithmetic / compare and MUFU.*64*; uniform = U* (moves of constants a
 shared = LDS/STS; spill = LDL/STL.  The division's slow path (a CALL out of the loop) is not counted.
 
     python tools/bsp/sass_count.py [--nphi 48] [--rows 16] [--variants fast fast2]
+    python tools/bsp/sass_count.py --kernel dx [--variants fast fast2 fast2up]   (fast2up: -DBSP_WENOX_UP=1)
     WENO_CU=/path/to/prototype.cu python tools/bsp/sass_count.py ...   (count another copy of weno.cu)
 """
 from __future__ import annotations
@@ -37,17 +40,23 @@ def nvdisasm() -> str:
     raise SystemExit("nvdisasm not found (pip install nvidia-cuda-nvdisasm)")
 
 
-def sass(variant: str, nphi: int, rows: int, tmp: str) -> tuple[list, str]:
+def sass(variant: str, nphi: int, rows: int, tmp: str, kernel: str = "bsp_wphi_rk") -> tuple[list, str]:
     cubin = os.path.join(tmp, f"{variant}.cubin")
-    cmd = ["nvcc", "-cubin", "-arch=sm_90", "--fmad=false", "-DBSP_WENO_FAST=1", f"-DNPHI_={nphi}",
-           f"-DLROWS={rows}", "--resource-usage", "-o", cubin, SRC]
-    if variant == "fast2":
-        cmd[4:4] = ["-DBSP_WENO_FAST2=1", "-DWPHI_BLOCK=256"]
+    if kernel == "bsp_wphi_rk":
+        cmd = ["nvcc", "-cubin", "-arch=sm_90", "--fmad=false", "-DBSP_WENO_FAST=1", f"-DNPHI_={nphi}",
+               f"-DLROWS={rows}", "--resource-usage", "-o", cubin, SRC]
+        if variant == "fast2":
+            cmd[4:4] = ["-DBSP_WENO_FAST2=1", "-DWPHI_BLOCK=256"]
+    else:  # weno.py's build of the x kernel (no NPHI_ / LINES / LROWS)
+        cmd = ["nvcc", "-cubin", "-arch=sm_90", "--fmad=false", "-DBSP_WENO_FAST=1", "--resource-usage", "-o", cubin, SRC]
+        if variant in ("fast2", "fast2up"):
+            cmd[4:4] = ["-DBSP_WENO_FAST2=1"] + (["-DBSP_WENOX_UP=1"] if variant == "fast2up" else [])
     r = subprocess.run(cmd, capture_output=True, text=True, check=True)
-    usage = " ".join(x.strip() for x in (r.stdout + r.stderr).splitlines() if "bsp_wphi_rk" in x or "spill" in x
-                     or "registers" in x)
+    lines = (r.stdout + r.stderr).splitlines()
+    usage = " ".join(x.strip() for i, x in enumerate(lines) if kernel in x or (
+        ("spill" in x or "registers" in x) and any(kernel in y for y in lines[max(0, i - 3):i])))
     text = subprocess.run([nvdisasm(), "-c", cubin], capture_output=True, text=True, check=True).stdout
-    text = text.split(".text.bsp_wphi_rk:", 1)[1].split("//----", 1)[0]
+    text = text.split(f".text.{kernel}:", 1)[1].split("//----", 1)[0]
     ins, labels, pending = [], {}, []
     for line in text.splitlines():
         lab = re.match(r"\s*(\.L_x_\d+):", line)
@@ -105,12 +114,15 @@ def main():
     ap.add_argument("--nphi", type=int, default=48)
     ap.add_argument("--rows", type=int, default=16)
     ap.add_argument("--variants", nargs="+", default=["fast", "fast2"])
+    ap.add_argument("--kernel", choices=["wphi", "dx"], default="wphi")
     a = ap.parse_args()
+    kernel = "bsp_wphi_rk" if a.kernel == "wphi" else "bsp_weno_dx"
     with tempfile.TemporaryDirectory() as tmp:
         for v in a.variants:
-            ins, usage = sass(v, a.nphi, a.rows, tmp)
-            print(f"## {v}: NPHI={a.nphi} LROWS={a.rows}: {len(ins)} SASS instructions in the kernel; {usage}")
-            for name, c in zip(LOOPS, loops(ins)):
+            ins, usage = sass(v, a.nphi, a.rows, tmp, kernel)
+            where = f"NPHI={a.nphi} LROWS={a.rows}" if a.kernel == "wphi" else "x build"
+            print(f"## {v} {kernel}: {where}: {len(ins)} SASS instructions in the kernel; {usage}")
+            for name, c in zip(LOOPS if a.kernel == "wphi" else ("node",), loops(ins)):
                 print(f"  {name:10s} loop body: {c['total']:4d} (FP64 {c['fp64']}, uniform {c['uniform']}, "
                       f"shared {c['shared']}, spill {c['spill']}, other {c['other']})")
 

@@ -26,9 +26,9 @@ and DENS) exists in the cupy table (agrees with the reference to 1e-12) and the 
 formed by bte.rhs + bte.rk3_combine and DENS as before.  ``RK_wphi`` (cupy and numba, also
 ``numerics.bte_kernels: fast``) is RK with the WENO w and phi terms formed in the same kernel
 (reference bte.stage_update); where it exists bte.advance uses it instead of WENO_w + WENO_phi + RK.
-``numerics.bte_kernels: fast2`` is ``fast`` everywhere except the cupy RK_wphi kernel, which it builds with
-fewer FP64 operations per face (``bte_fast`` is true for both; run.json says ``fast2 (as fast)`` where it
-runs fast's kernel).
+``numerics.bte_kernels: fast2`` is ``fast`` everywhere except the cupy RK_wphi and WENO_x kernels, which it
+builds with fewer FP64 operations per face (``bte_fast`` is true for both; run.json says ``fast2 (as fast)`` where
+it runs fast's kernel).
 
 One variant is array code and so runs on every backend: ``numerics.linsys: batched_cr``
 (solver/bsp/blocktri_batched.py, block cyclic reduction over batched LU / GEMM).  Set explicitly,
@@ -71,6 +71,7 @@ REFERENCE = {
 PHASES = tuple(REFERENCE)
 FAST_ONLY = frozenset({"RK", "RK_wphi", "overlap"})  # fast paths that run only with numerics.bte_kernels: fast (or fast2)
 BTE_VARIANT_PHASES = ("WENO_x", "WENO_w", "WENO_phi", "RK", "RK_wphi")  # cupy kernels chosen by numerics.bte_kernels
+FAST2_PHASES = ("RK_wphi", "WENO_x")  # cupy kernels with fast2 faces (weno.cu BSP_WENO_FAST2); the others run fast's
 
 
 def _cupy():
@@ -225,14 +226,14 @@ def bte_variant(model) -> str:
 def bte_fast(model) -> bool:
     """numerics.bte_kernels is fast or fast2: the fast paths of FAST_ONLY run and the WENO kernels are the
     fast build.  fast2 differs from fast only in the cupy fused stage kernel (RK_wphi: the w and phi faces
-    with fewer FP64 operations, docs/performance-bte-kernels.md section 12); everywhere else, and on every
-    other backend, fast2 runs what fast runs."""
+    with fewer FP64 operations, docs/performance-bte-kernels.md section 12) and the cupy x kernel (WENO_x, the
+    same faces, section 13); everywhere else, and on every other backend, fast2 runs what fast runs."""
     return bte_variant(model) in ("fast", "fast2")
 
 
 def _bte_label(model, backend, name: str) -> str:
     v = bte_variant(model)
-    if v == "fast2" and not (backend.name == "cupy" and name == "RK_wphi"):
+    if v == "fast2" and not (backend.name == "cupy" and name in FAST2_PHASES):
         return "numerics.bte_kernels=fast2 (as fast)"
     return f"numerics.bte_kernels={v}"
 

@@ -89,7 +89,7 @@ def rows_per_block(NW, NPHI):
     return -(-NW // nchunk)
 
 
-FAST2_MIN_EPS = 1e-30  # fast2's phi pair divides by s+ s- >= 100 eps^8: below this eps, fast's faces
+FAST2_MIN_EPS = weno.FAST2_MIN_EPS  # fast2's phi pair divides by s+ s- >= 100 eps^8: below this eps, fast's faces
 
 
 def wphi_defines(model, NPHI, rows):

@@ -8,7 +8,7 @@
        common denominator q0 q1 q2); within a few ulps of the exact form.  Because the FMAs are
        explicit and nothing else is contracted, a host build (g++ -ffp-contract=off, correctly
        rounded fma) computes the same bits as the device.
-   fast2 (-DBSP_WENO_FAST=1 -DBSP_WENO_FAST2=1, bsp_wphi_rk only): the same weights, eps and smoothness
+   fast2 (-DBSP_WENO_FAST=1 -DBSP_WENO_FAST2=1: bsp_wphi_rk and bsp_weno_dx): the same weights, eps and smoothness
        indicators in fewer FP64 operations (weno2_*: indicators as quadratic forms, faces times 12, one
        correctly rounded reciprocal per w face and per phi face pair); within 1e-12 of the array code, the
        host build computes the device's bits (docs/performance-bte-kernels.md §12).
@@ -59,7 +59,7 @@ __device__ __forceinline__ double weno_face(double g0, double g1, double g2, dou
     return left ? h + corr : h - corr;
 }
 #if BSP_WENO_FAST2
-/* numerics.bte_kernels: fast2 (docs/performance-bte-kernels.md §12), used by bsp_wphi_rk only: the same
+/* numerics.bte_kernels: fast2 (docs/performance-bte-kernels.md §12-13), used by bsp_wphi_rk and bsp_weno_dx: the same
    WENO-5 weights d = (1, 6, 3)/10, the same eps and smoothness indicators, fewer FP64 operations (other
    rounding; within 1e-12 of the array code per stage, not bit-equal to fast).
    weno2_parts: numerator and denominator of 12 F(a, b, c, d) = num / s, with
@@ -229,6 +229,56 @@ __global__ void bsp_weno_dx(const double* Phi, const double* a1, const unsigned 
     }
     int i0 = s * seg;
     int i1 = i0 + seg < NX ? i0 + seg : NX;
+#if BSP_WENO_FAST2 && BSP_WENOX_UP
+    /* fast2's faces with every line walked upwards and the 5 values of a right-biased face selected in reversed
+       order (5 double selects per face): the same faces, so the same values as the form below (a zero difference
+       may have the other sign).  Not reachable from the schema: the A/B of section 13 (tools/bsp/wenox_ktime.py)
+       against the downwards walk, whose lanes of one warp touch two x planes at a time. */
+    double c12 = inv / 12.0;
+    double g0 = gx_val(P, sX, i0 - 3, NX, a, gl, gr), g1 = gx_val(P, sX, i0 - 2, NX, a, gl, gr),
+           g2 = gx_val(P, sX, i0 - 1, NX, a, gl, gr), g3 = gx_val(P, sX, i0, NX, a, gl, gr),
+           g4 = gx_val(P, sX, i0 + 1, NX, a, gl, gr), g5 = gx_val(P, sX, i0 + 2, NX, a, gl, gr);
+#define BSP_XUP_FACE                                                                                      \
+    weno2_face12(left ? g0 : g5, left ? g1 : g4, left ? g2 : g3, left ? g3 : g2, left ? g4 : g1, eps)
+    double fp = BSP_XUP_FACE;
+    if (closed && i0 == 0) fp = 0.0;
+    for (int i = i0; i < i1; ++i) {
+        g0 = g1; g1 = g2; g2 = g3; g3 = g4; g4 = g5;
+        g5 = gx_val(P, sX, i + 3, NX, a, gl, gr);
+        double fn = BSP_XUP_FACE;
+        if (closed && i + 1 == NX) fn = 0.0;
+        out[line + i * sX] = (fn - fp) * c12;
+        fp = fn;
+    }
+#undef BSP_XUP_FACE
+#elif BSP_WENO_FAST2
+    /* fast2 (docs/performance-bte-kernels.md section 13): 12 x each face by weno2_face12 on the stencil in
+       upwind order.  A left-biased line walks its segment upwards (face j-1/2 from g_{j-3} .. g_{j+1}), a
+       right-biased one downwards (face j-1/2 from g_{j+2} .. g_{j-2}, the reversed stencil), so that both
+       keep the 5 values in the order the formula takes them: no per-face selects.  The next value is
+       g_{k + 5 dir}; out_i = (h_{i+1/2} - h_{i-1/2}) / dx = (fn - fp) * dir * inv / 12 (walking down, fp is
+       the upper face).  Closed contacts: the faces -1/2 and NX-1/2 are 0. */
+    int dir = left ? 1 : -1;
+    int k = left ? i0 - 3 : i1 + 2;
+    double w0 = gx_val(P, sX, k, NX, a, gl, gr), w1 = gx_val(P, sX, k + dir, NX, a, gl, gr),
+           w2 = gx_val(P, sX, k + 2 * dir, NX, a, gl, gr), w3 = gx_val(P, sX, k + 3 * dir, NX, a, gl, gr),
+           w4 = gx_val(P, sX, k + 4 * dir, NX, a, gl, gr);
+    double c12 = (left ? inv : -inv) / 12.0;
+    int j = left ? i0 : i1;  /* the face j - 1/2 */
+    double fp = weno2_face12(w0, w1, w2, w3, w4, eps);
+    if (closed && (j == 0 || j == NX)) fp = 0.0;
+    for (int n = i1 - i0; n > 0; --n) {
+        k += dir;
+        j += dir;
+        w0 = w1; w1 = w2; w2 = w3; w3 = w4;
+        w4 = gx_val(P, sX, k + 4 * dir, NX, a, gl, gr);
+        double fn = weno2_face12(w0, w1, w2, w3, w4, eps);
+        if (closed && (j == 0 || j == NX)) fn = 0.0;
+        int i = j - left;  /* the node between the faces */
+        out[line + i * sX] = (fn - fp) * c12;
+        fp = fn;
+    }
+#else
     double g0 = gx_val(P, sX, i0 - 3, NX, a, gl, gr), g1 = gx_val(P, sX, i0 - 2, NX, a, gl, gr),
            g2 = gx_val(P, sX, i0 - 1, NX, a, gl, gr), g3 = gx_val(P, sX, i0, NX, a, gl, gr),
            g4 = gx_val(P, sX, i0 + 1, NX, a, gl, gr), g5 = gx_val(P, sX, i0 + 2, NX, a, gl, gr);
@@ -242,6 +292,7 @@ __global__ void bsp_weno_dx(const double* Phi, const double* a1, const unsigned 
         out[line + i * sX] = (fn - fp) * inv;
         fp = fn;
     }
+#endif
 }
 
 /* ------------------------------------------------------------------ w

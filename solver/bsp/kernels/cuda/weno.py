@@ -1,7 +1,9 @@
 """CUDA fast paths of the WENO phases (weno.cu): ``weno_x``, ``weno_w``, ``weno_phi`` take exactly
 the arguments of the array functions of solver/bsp/weno.py and return the same result: bit for bit
 with ``numerics.bte_kernels: exact``, within a few ulps with ``fast`` (FMAs and one division per
-face; WENO_phi by the coalesced tile kernel) (measurements: docs/performance-bte-kernels.md).
+face; WENO_phi by the coalesced tile kernel) (measurements: docs/performance-bte-kernels.md).  With ``fast2``
+WENO_x takes the fast2 faces (``x_defines``: one reciprocal per face, within 1e-12 of the array code, not
+bit-equal to fast); WENO_w and WENO_phi run fast's (fast2's w and phi faces are in rk.py's fused kernel).
 
 One launch per call, one thread per line segment along the differentiated direction.  The thread
 keeps the six flux products g of the stencil in registers (a sliding window), forms each face once
@@ -24,7 +26,7 @@ import numpy as np
 import cupy as cp
 
 from solver.bsp import weno as _weno
-from solver.bsp.kernels import bte_fast, f64
+from solver.bsp.kernels import bte_fast, bte_variant, f64
 from solver.bsp.kernels.cuda import _build
 
 SOURCE = "weno.cu"
@@ -37,10 +39,24 @@ MIN_SEGMENT = 8  # nodes per segment at least (the boundary face is formed twice
 TILE_BLOCK = 256  # threads per block of the coalesced phi kernel
 TILE = 1536  # values per phi tile (LINES = TILE // NPHI whole lines): 3 x 12 KB of shared memory
 MAX_TILE = 2040  # 3 x 8 x MAX_TILE B + 12 B per line <= 48 KB (static shared memory); longer: strided kernel
+# fast2's faces divide by s >= eps^4 (x, w faces) and s+ s- >= 100 eps^8 (phi pair): below this WENO eps, fast's faces
+FAST2_MIN_EPS = 1e-30
 
 
 def _defines(model, **extra):
     return {"BSP_WENO_FAST": 1, **extra} if bte_fast(model) else {}
+
+
+def fast2(model, eps) -> bool:
+    """The fast2 faces (weno.cu -DBSP_WENO_FAST2=1): numerics.bte_kernels fast2 and WENO eps >= FAST2_MIN_EPS."""
+    return bte_variant(model) == "fast2" and eps >= FAST2_MIN_EPS
+
+
+def x_defines(model, eps):
+    """The -D defines of bsp_weno_dx: exact none, fast -DBSP_WENO_FAST=1, fast2 (eps >= FAST2_MIN_EPS) adds
+    -DBSP_WENO_FAST2=1 (weno2_face12: fewer FP64 operations, one reciprocal per face; docs/performance-bte-kernels.md
+    section 13)."""
+    return _defines(model, **({"BSP_WENO_FAST2": 1} if fast2(model, eps) else {}))
 
 
 def _launch(model, kernel, nthreads, args, block=BLOCK, **extra):
@@ -90,7 +106,8 @@ def x_into(model, backend, P, r, out, eps=None):
     shape = _inflow_shape(model) if hybrid else _dummy()
     nline = NV * NS * NW * NPHI
     seg, nseg = _segments(nline, NX)
-    _launch(model, "bsp_weno_dx", nline * nseg, (P, a1, flags) + r + (
+    fn = _build.function(SOURCE, "bsp_weno_dx", OPTIONS, x_defines(model, eps))
+    _build.launch(fn, nline * nseg, BLOCK, (P, a1, flags) + r + (
         out, np.int32(NX), np.int32(NS), np.int32(NW), np.int32(NPHI), np.int32(1 if closed else 0),
         np.int32(seg), np.int32(nseg), np.float64(eps), np.float64(1.0 / model.dx), shape, np.int32(hybrid)))
 
