@@ -15,6 +15,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from solver.backend import get_backend
+from solver.bsp import scattering
+
+NP_BE = get_backend("numpy")
 OLD = Path(__file__).resolve().parent.parent / "tools" / "bsp" / "old_kernels"
 TOL = 1e-12
 
@@ -63,3 +67,140 @@ def test_emulated_rho_equals_old_kernel(emulated_cuda, rng, NX, NS, NW):
     assert np.abs(got - exact).max() <= TOL * np.abs(exact).max()
     if NW >= 300:  # NumPy's pairwise sum rounds differently somewhere: the comparison sees orders
         assert not np.array_equal(got, PH.sum(axis=-1) * dw)
+
+
+# ---------------------------------------------------------------------------- scat_gain / scat_loss
+def old_scat(cs, cupy, kernel, m, args, nbranch, NS):
+    """a7e270b's bsp_scat_gain / bsp_scat_loss (blocks of 64 energies of one row, nchunk per row), built and
+    launched as its scattering.py did (args without nchunk; it is inserted before the last argument)."""
+    mod = cupy.RawModule(code=(OLD / "scattering_a7e270b.cu").read_text(),
+                         options=("--fmad=false", f"-DMAXE={max(1, nbranch * NS)}", f"-DNS_={NS}"))
+    nchunk = -(-m.NW // 64)
+    rows = args[-3].shape[0] * 3 * NS  # the output's rows (NX, 3, NS, NW)
+    mod.get_function(kernel)((rows * nchunk,), (64,), (*args[:-1], np.int32(nchunk), args[-1]))
+
+
+def old_gain_loss(cs, cupy, m, PH, eps, W, mechanisms):
+    NX, NV, NS = eps.shape
+    G = np.empty((NX, NV, NS, m.NW))
+    L = np.empty((NX, NV, NS, m.NW))
+    off, nu2, sig, wt, nb = cs._branch_table(m, mechanisms, "gain")
+    old_scat(cs, cupy, "bsp_scat_gain", m, (PH, eps, W, np.asarray(m.s_w, dtype=np.float64), off, nu2, sig, wt, G,
+                                           np.int32(m.NW), np.float64(1.0 / m.dw)), nb, NS)
+    off, nu2, sig, wt, nb = cs._branch_table(m, mechanisms, "loss")
+    old_scat(cs, cupy, "bsp_scat_loss", m, (eps, W, np.asarray(m.w, dtype=np.float64), off, nu2, sig, wt, L,
+                                           np.int32(m.NW), np.float64(2.0 * m.alpha)), nb, NS)
+    return G, L
+
+
+def test_row_threads(emulated_cuda):
+    rt = emulated_cuda.scattering.row_threads
+    assert emulated_cuda.scattering.LPT == 2
+    assert [rt(n) for n in (6, 70, 150, 300, 600, 2048, 2100, 5000)] == [
+        (32, 2), (64, 2), (96, 2), (160, 2), (320, 2), (1024, 2), (704, 3), (1024, 5)]
+
+
+# NW = 300 (160 threads x 2: the second energy of threads 140 .. 159 past the row), 70 (64 x 2: partial), 37
+# (32 x 2), 6 (the schema's least NW); levels: random, grid (delta / dw integers: nodes exactly on l_d, r == NW-1
+# reached), smooth; mechanism subsets
+@pytest.mark.parametrize("NX, NS, NW, levels, mechanisms", [
+    (9, 1, 300, "random", None), (9, 3, 70, "grid", None), (9, 2, 70, "smooth", (0, 3, 5)), (9, 2, 37, "random", (0,)),
+    (9, 2, 6, "grid", None), (9, 3, 24, "random", None)])
+def test_emulated_scattering_equals_old_kernels(emulated_cuda, bte_cases, rng, NX, NS, NW, levels, mechanisms):
+    """gain and loss of this code = a7e270b's kernels bit for bit (host builds) and within 1e-14 of NumPy."""
+    cs = emulated_cuda.scattering
+    m = bte_cases.model(NX=NX, NS=NS, NW=NW, NPHI=4, kernels_mode="array")
+    d = bte_cases.inputs(m, rng, levels)
+    G1 = cs.scat_gain(m, NP_BE, d["PhiHat"], d["eps"], d["W"], mechanisms)
+    L1 = cs.scat_loss(m, NP_BE, d["eps"], d["W"], mechanisms)
+    G0, L0 = old_gain_loss(cs, emulated_cuda.cupy, m, d["PhiHat"], d["eps"], d["W"], mechanisms)
+    assert np.abs(G0).max() > 0 and np.abs(L0).max() > 0
+    assert np.array_equal(G1, G0), bte_cases.rel(G1, G0)
+    assert np.array_equal(L1, L0), bte_cases.rel(L1, L0)
+    Gr = scattering.scat_gain(m, NP_BE, d["PhiHat"], d["eps"], d["W"], mechanisms)
+    Lr = scattering.scat_loss(m, NP_BE, d["eps"], d["W"], mechanisms)
+    assert bte_cases.rel(G1, Gr) <= 1e-14 and bte_cases.rel(L1, Lr) <= 1e-14
+    opts = [o for code, o in emulated_cuda.cupy.compiled if "bsp_scat_gain" in code and "ScatRef" in code]
+    assert opts and all("--fmad=false" in o and "-DLPT=2" in o for o in opts)
+
+
+def test_emulated_scattering_edges_equal_old_kernels(emulated_cuda, bte_cases, rng):
+    """Nodes on the edges of the validity rule: delta / dw + l = -1/2, NW-1 exactly, just inside and outside,
+    NaN and infinite levels (no valid l; NaN W: NaN terms summed as before), equal to the old kernels bit for bit."""
+    cs = emulated_cuda.scattering
+    m = bte_cases.model(NX=9, NS=2, NW=40, NPHI=4, kernels_mode="array")
+    d = bte_cases.inputs(m, rng, "random")
+    eps = d["eps"].copy()
+    dw = m.dw
+    # differences eps - eps' of (i, nu, p) pairs on the edges (sigma of the branches added on top: the edges shift
+    # by the phonon energies, so also set levels so that some delta / dw land on half-integers and integers)
+    eps[0, 0, 0] = eps[0, 1, 0] + 0.5 * dw
+    eps[0, 0, 1] = eps[0, 1, 1] - (m.NW - 1) * dw
+    eps[1, 0, 0] = eps[1, 0, 1] + np.nextafter(0.5, 1.0) * dw
+    eps[1, 2, 0] = np.nan
+    eps[2, 1, 1] = np.inf
+    eps[2, 2, 1] = -np.inf
+    W = d["W"].copy()
+    W[4, 1, 0, 2, 1] = np.nan  # weight x W NaN: the valid terms of that pair make NaN sums, the invalid ones do not
+    with np.errstate(invalid="ignore"):
+        G1 = cs.scat_gain(m, NP_BE, d["PhiHat"], eps, W)
+        L1 = cs.scat_loss(m, NP_BE, eps, W)
+        G0, L0 = old_gain_loss(cs, emulated_cuda.cupy, m, d["PhiHat"], eps, W, None)
+    assert np.array_equal(G1, G0, equal_nan=True) and np.array_equal(L1, L0, equal_nan=True)
+    for a in (G1, L1):
+        assert np.isnan(a[4, 1, 0]).any() and not np.isnan(a[4, 1, 0]).all() and np.isfinite(a).sum() > a.size // 2
+    # delta / dw on exact integers and half-integers for every pair: sigma = 0 (mechanism 0) and eps on a dw grid
+    e2 = np.round(d["eps"] / (0.5 * dw)) * (0.5 * dw)
+    G1 = cs.scat_gain(m, NP_BE, d["PhiHat"], e2, d["W"], (0,))
+    G0, _ = old_gain_loss(cs, emulated_cuda.cupy, m, d["PhiHat"], e2, d["W"], (0,))
+    assert np.array_equal(G1, G0)
+
+
+def test_loss_needs_an_increasing_w(emulated_cuda, bte_cases, rng, monkeypatch):
+    cs = emulated_cuda.scattering
+    m = bte_cases.model(NX=9, NS=1, NW=12, NPHI=4, kernels_mode="array")
+    d = bte_cases.inputs(m, rng, "random")
+    monkeypatch.setattr(type(m), "w", property(lambda self: np.zeros(self.NW)))
+    with pytest.raises(ValueError, match="must increase"):
+        cs.scat_loss(m, NP_BE, d["eps"], d["W"])
+
+
+def _exact(targets, inv_dw, dw):
+    """A double x with fl(x * inv_dw) == t for the first t of ``targets`` that has one within 64 ulps of t dw."""
+    for t in targets:
+        for direction in (np.inf, -np.inf):
+            x = t * dw
+            for _ in range(64):
+                if x * inv_dw == t:
+                    return x
+                x = np.nextafter(x, direction)
+    return None
+
+
+def test_emulated_scattering_exact_edges(emulated_cuda, bte_cases, rng):
+    """Elastic terms alone (mechanism 0: sigma = 0, p' of the same valley) with levels placed so that the node
+    r = delta / dw + l lands exactly on -1/2 and on NW-1 (and one ulp inside and outside), and Gamma = delta + w_l
+    exactly 0: the new kernels equal the old bit for bit, and these edges are indeed reached (checked on the host
+    with the kernels' operations)."""
+    cs = emulated_cuda.scattering
+    m = bte_cases.model(NX=9, NS=2, NW=40, NPHI=4, kernels_mode="array")
+    d = bte_cases.inputs(m, rng, "random")
+    dw, inv_dw, NW = m.dw, 1.0 / m.dw, m.NW
+    eps = np.zeros_like(d["eps"])
+    xs = []
+    for targets in ((3.5, 4.5, 5.5, 6.5, 7.5), (5.0, 6.0, 7.0, 9.0), (NW - 1.0, NW - 2.0, NW - 3.0), (0.5, 1.5, 2.5)):
+        x = _exact(targets, inv_dw, dw)
+        assert x is not None, targets
+        xs += [x, np.nextafter(x, np.inf), np.nextafter(x, -np.inf)]
+    w = np.asarray(m.w)
+    xs = xs[:m.NX - 1] + [w[7]]
+    for i, x in enumerate(xs):
+        eps[i, :, 1] = x  # rows (i, nu, 0): delta = -x; rows (i, nu, 1): delta = +x
+    G1 = cs.scat_gain(m, NP_BE, d["PhiHat"], eps, d["W"], (0,))
+    L1 = cs.scat_loss(m, NP_BE, eps, d["W"], (0,))
+    G0, L0 = old_gain_loss(cs, emulated_cuda.cupy, m, d["PhiHat"], eps, d["W"], (0,))
+    assert np.array_equal(G1, G0) and np.array_equal(L1, L0)
+    l = np.arange(NW, dtype=np.float64)
+    rr = np.array([[(0.0 - x) * inv_dw + l, (x - 0.0) * inv_dw + l] for x in xs])
+    assert (rr == -0.5).any() and (rr == NW - 1.0).any()  # the edges are reached
+    assert ((0.0 - xs[-1]) + w == 0.0).any()  # Gamma = 0 exactly (the loss's Heaviside edge)
