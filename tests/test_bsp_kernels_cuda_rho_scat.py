@@ -7,6 +7,13 @@ thread in the order l = 0 .. NW-1: bitwise the old one-thread-per-row kernel; me
 multiple of the block's rows, NW not a multiple of 32, 4 / 3 / 2 rows per block, and one row in chunks of
 RHO_TILE values (NW > RHO_TILE).  Within 1e-12 of the NumPy sum, and not bit-equal to NumPy's pairwise sum
 somewhere (the data tell summation orders apart).
+
+scat_gain / scat_loss: one block per row, 2 energies per thread, the validity of a (pair, l) by an l interval
+found by bisection: bitwise the old kernels on meshes with NW = 300, 70, 37, 24, 6 (a thread's second energy
+partial or past the row), random / grid / smooth levels, mechanism subsets, nodes exactly on the edges of the
+validity rule (r = -1/2, r = NW-1, Gamma = 0, one ulp either side), NaN and infinite levels and a NaN W.
+
+GPU (``gpu``): on the device, new == old kernel (built from the same kept text) == the host build, bit for bit.
 """
 import math
 import types
@@ -82,13 +89,13 @@ def old_scat(cs, cupy, kernel, m, args, nbranch, NS):
 
 def old_gain_loss(cs, cupy, m, PH, eps, W, mechanisms):
     NX, NV, NS = eps.shape
-    G = np.empty((NX, NV, NS, m.NW))
-    L = np.empty((NX, NV, NS, m.NW))
+    G = cupy.empty((NX, NV, NS, m.NW), dtype=cupy.float64)
+    L = cupy.empty((NX, NV, NS, m.NW), dtype=cupy.float64)
     off, nu2, sig, wt, nb = cs._branch_table(m, mechanisms, "gain")
-    old_scat(cs, cupy, "bsp_scat_gain", m, (PH, eps, W, np.asarray(m.s_w, dtype=np.float64), off, nu2, sig, wt, G,
+    old_scat(cs, cupy, "bsp_scat_gain", m, (PH, eps, W, cupy.asarray(np.asarray(m.s_w, dtype=np.float64)), off, nu2, sig, wt, G,
                                            np.int32(m.NW), np.float64(1.0 / m.dw)), nb, NS)
     off, nu2, sig, wt, nb = cs._branch_table(m, mechanisms, "loss")
-    old_scat(cs, cupy, "bsp_scat_loss", m, (eps, W, np.asarray(m.w, dtype=np.float64), off, nu2, sig, wt, L,
+    old_scat(cs, cupy, "bsp_scat_loss", m, (eps, W, cupy.asarray(np.asarray(m.w, dtype=np.float64)), off, nu2, sig, wt, L,
                                            np.int32(m.NW), np.float64(2.0 * m.alpha)), nb, NS)
     return G, L
 
@@ -204,3 +211,39 @@ def test_emulated_scattering_exact_edges(emulated_cuda, bte_cases, rng):
     rr = np.array([[(0.0 - x) * inv_dw + l, (x - 0.0) * inv_dw + l] for x in xs])
     assert (rr == -0.5).any() and (rr == NW - 1.0).any()  # the edges are reached
     assert ((0.0 - xs[-1]) + w == 0.0).any()  # Gamma = 0 exactly (the loss's Heaviside edge)
+
+
+# ---------------------------------------------------------------------------- GPU
+@pytest.mark.gpu
+@pytest.mark.parametrize("NX, NS, NW", [(65, 6, 300), (9, 3, 700), (9, 6, 600), (3, 1, 2500), (9, 3, 37)])
+def test_gpu_rho_equals_old_kernel_and_host_build(cupy_backend, emulated_cuda, rng, NX, NS, NW):
+    from solver.bsp.kernels.cuda import rk
+    cp = cupy_backend.xp
+    PH = _phihat(rng, (NX, 3, NS, NW))
+    dw = 0.0123
+    new = cp.asnumpy(new_rho(rk, cp, cp.asarray(PH), dw, NPHI=48, lines=32))
+    old = cp.asnumpy(old_rho(cp, cp.asarray(PH), dw, NPHI=48, lines=32))
+    host = new_rho(emulated_cuda.rk, emulated_cuda.cupy, PH, dw, NPHI=48, lines=32)
+    assert np.array_equal(new, old) and np.array_equal(new, host)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("NX, NS, NW, levels, mechanisms", [
+    (9, 6, 300, "smooth", None), (9, 4, 300, "random", None), (9, 3, 70, "grid", None),
+    (9, 2, 37, "random", (0, 3, 5)), (9, 3, 600, "grid", (0,))])
+def test_gpu_scattering_equals_old_kernels_and_host_build(cupy_backend, emulated_cuda, bte_cases, rng, NX, NS, NW,
+                                                          levels, mechanisms):
+    from solver.bsp.kernels.cuda import scattering as cs
+    cp = cupy_backend.xp
+    m = bte_cases.model(NX=NX, NS=NS, NW=NW, NPHI=4, kernels_mode="auto")
+    d = bte_cases.inputs(m, rng, levels)
+    PH, eps, W = (cp.asarray(d[k]) for k in ("PhiHat", "eps", "W"))
+    G1 = cp.asnumpy(cs.scat_gain(m, cupy_backend, PH, eps, W, mechanisms))
+    L1 = cp.asnumpy(cs.scat_loss(m, cupy_backend, eps, W, mechanisms))
+    G0, L0 = (cp.asnumpy(a) for a in old_gain_loss(cs, cp, m, PH, eps, W, mechanisms))
+    hm = bte_cases.model(NX=NX, NS=NS, NW=NW, NPHI=4, kernels_mode="auto")  # its own device_cache (host arrays)
+    Gh = emulated_cuda.scattering.scat_gain(hm, NP_BE, d["PhiHat"], d["eps"], d["W"], mechanisms)
+    Lh = emulated_cuda.scattering.scat_loss(hm, NP_BE, d["eps"], d["W"], mechanisms)
+    assert np.abs(G1).max() > 0 and np.abs(L1).max() > 0
+    assert np.array_equal(G1, G0) and np.array_equal(G1, Gh), (bte_cases.rel(G1, G0), bte_cases.rel(G1, Gh))
+    assert np.array_equal(L1, L0) and np.array_equal(L1, Lh), (bte_cases.rel(L1, L0), bte_cases.rel(L1, Lh))
