@@ -48,13 +48,15 @@ __global__ void bsp_rk_dens(const double* Phi, const double* Phi0, const double*
 /* bsp_rho: rho = dw sum_l PhiHat, per row (i, nu, p) the sum in the order l = 0 .. NW-1 by one
    thread (the bits of the one-thread-per-row form).  block = ``rows`` consecutive rows (the launcher's
    RHO_ROWS, or fewer where rows x NW > RHO_TILE), a contiguous span of rows x NW values: the block's
-   threads copy it to shared memory coalesced (RHO_UNROLL independent loads per thread in flight), then
-   thread j < rows adds row j from shared memory.  A row longer than RHO_TILE (rows = 1) goes through in
-   chunks of RHO_TILE values, the sum carried over (same order).  docs/performance-bte-kernels.md §14. */
+   threads copy it to shared memory coalesced (RHO_UNROLL independent loads per thread in flight; with
+   the launcher's 256 threads one round covers the tile), then thread j < rows adds row j from shared
+   memory, the next 8 values read while the current 8 are added.  A row longer than RHO_TILE (rows = 1)
+   goes through in chunks of RHO_TILE values, the sum carried over (same order).
+   docs/performance-bte-kernels.md §14. */
 #ifndef RHO_TILE
 #define RHO_TILE 2400
 #endif
-#define RHO_UNROLL 8
+#define RHO_UNROLL 10
 
 __global__ void bsp_rho(const double* __restrict__ PhiHat, double* __restrict__ rho, int nrow, int NW,
                         int rows, double dw)
@@ -84,8 +86,24 @@ __global__ void bsp_rho(const double* __restrict__ PhiHat, double* __restrict__ 
         __syncthreads();
         if (threadIdx.x < nr) {
             const double* r = tile + threadIdx.x * w;
-#pragma unroll 8
-            for (int l = 0; l < w; ++l) acc += r[l];
+            int l = 0;
+            if (w >= 8) {
+                double c[8];
+#pragma unroll
+                for (int u = 0; u < 8; ++u) c[u] = r[u];
+                for (l = 8; l + 8 <= w; l += 8) {
+                    double nx[8];
+#pragma unroll
+                    for (int u = 0; u < 8; ++u) nx[u] = r[l + u];
+#pragma unroll
+                    for (int u = 0; u < 8; ++u) acc += c[u];  /* values l-8 .. l-1, in order */
+#pragma unroll
+                    for (int u = 0; u < 8; ++u) c[u] = nx[u];
+                }
+#pragma unroll
+                for (int u = 0; u < 8; ++u) acc += c[u];
+            }
+            for (; l < w; ++l) acc += r[l];
         }
         __syncthreads();
     }

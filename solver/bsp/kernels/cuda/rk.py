@@ -31,7 +31,7 @@ SOURCE = "rk.cu"
 OPTIONS = ("--fmad=false",)  # the FMAs are written out (fma()): the host build computes the same bits
 BLOCK = 256  # threads per block; bsp_wphi_rk is compiled with __launch_bounds__(256, 6) (weno.cu)
 TILE = 1536  # values per block: LINES = TILE // NPHI whole phi lines (12 KB of shared memory)
-RHO_BLOCK = 128  # threads per block of bsp_rho
+RHO_BLOCK = 256  # threads per block of bsp_rho (x RHO_UNROLL = 10 loads each >= RHO_TILE: one load round)
 RHO_ROWS = 4  # rows (i, nu, p) per block of bsp_rho: 293 blocks standard, 1150 fine (docs/performance-bte-kernels.md §14)
 RHO_TILE = 2400  # bsp_rho's shared tile (values; rk.cu's default of the define): 4 rows up to NW = 600
 # shared memory budget of one block of bsp_wphi_rk (sets its rows per block): 32 KB ran 6-7 % faster
