@@ -18,9 +18,9 @@ extern "C" {
    * the validity r >= -1/2 and (l_d <= NW-2 or r == NW-1) is -1/2 <= r <= NW-1 (NW >= 2: r < NW-1 gives
      trunc(r) <= NW-2), and r = fl(delta / dw + l) does not decrease with l, so the valid l are an interval,
      found once per pair by bisection with the same r and comparisons;
-   * for a valid r the clip of trunc(r) to [0, NW-2] is min(trunc(r), NW-2) (trunc(r) >= -0 there), and the
-     index of its PhiHat value (row offset + clip, < 2^31) is the low word of clip + (1.5 2^52 + row offset):
-     an exact sum, no conversion instruction;
+   * for a valid r the clip of trunc(r) to [0, NW-2] is min(trunc(r), NW-2) (trunc(r) >= -0 there), and its
+     integer is the low word of clip + 1.5 2^52 (an exact sum; no conversion instruction); the two PhiHat
+     values are read through the read-only path (__ldg) from the row's pointer kept in the table;
    * invalid pairs are not formed at all (the old kernel formed them at l_d = 0 and left them out of the sum). */
 #if defined(MAXE) && defined(NS_)
 #ifndef LPT
@@ -32,11 +32,12 @@ extern "C" {
 #if !defined(__CUDACC__) && !defined(__CUDACC_RTC__)
 /* the host build of the tests: the device intrinsic (the low 32 bits of the double's bit pattern) */
 static inline int __double2loint(double x) { long long b; memcpy(&b, &x, 8); return (int)b; }
+static inline double __ldg(const double* p) { return *p; }
 #endif
 #define SCAT_EMPTY 0x40000000  /* la of a pair that is valid for no l (l - la < 0) */
 
 struct alignas(16) ScatVal { double d; double c; };          /* delta (/ dw), weight x W */
-struct alignas(16) ScatRef { double off; int la; int span; };  /* 1.5 2^52 + PhiHat row offset of (i, nu', p'), valid l */
+struct alignas(16) ScatRef { const double* ph; int la; int span; };  /* PhiHat row of (i, nu', p'), valid l */
 
 __global__ void bsp_scat_gain(const double* __restrict__ PH, const double* __restrict__ eps,
                               const double* __restrict__ W, const double* __restrict__ s_w,
@@ -74,7 +75,7 @@ __global__ void bsp_scat_gain(const double* __restrict__ PH, const double* __res
         int lb = lo - 1;
         tv[e].d = td;
         tv[e].c = bw[b] * Wp[nu2 * NS_ + q];
-        tr[e].off = 6755399441055744.0 + (double)(((i * 3 + nu2) * NS_ + q) * NW);  /* exact below 2^51 */
+        tr[e].ph = PH + ((i * 3 + nu2) * NS_ + q) * NW;
         tr[e].la = la <= lb ? la : SCAT_EMPTY;
         tr[e].span = la <= lb ? lb - la : 0;
     }
@@ -103,9 +104,9 @@ __global__ void bsp_scat_gain(const double* __restrict__ PH, const double* __res
                     double ld = trunc(rr);
                     double ldc = ld > lmax ? lmax : ld;
                     double t = rr - ldc;
-                    const double* ph = PH + __double2loint(ldc + r.off);  /* the row offset + ldc, exact */
-                    double f0 = ph[0];
-                    double f1 = ph[1];
+                    const double* ph = r.ph + __double2loint(ldc + 6755399441055744.0);  /* ldc + 1.5 2^52: exact */
+                    double f0 = __ldg(ph);
+                    double f1 = __ldg(ph + 1);
                     f1 -= f0;
                     f1 *= t;
                     f1 += f0;
