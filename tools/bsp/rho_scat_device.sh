@@ -6,7 +6,8 @@
 #     the device, new vs NumPy (standard);
 #  2. ncu (if present, <= 30 s): gpu__time_duration of each kernel once on the standard mesh, caches flushed,
 #     base clocks (ncu's defaults), launch order old, new;
-#  3. gpu tests of the changed files (tests/test_bsp_kernels_cuda_{rho_scat,scattering}.py, then the rk file);
+#  3. gpu tests of the changed files (tests/test_bsp_kernels_cuda_{rho_scat,scattering}.py, then the rk file and,
+#     with the time left, the bte_graph file);
 #  4. prints a short table last.  Logs and CSVs under $OUT/rho_scat/.
 set -uo pipefail
 export PYTHONUNBUFFERED=1
@@ -30,11 +31,15 @@ timeout $(( $(left) > 40 ? 40 : $(left) )) python3 -m pytest -m gpu -q -p no:cac
 echo "pytest changed files rc $? ($SECONDS s)" >> $R/device.txt
 timeout $(left) python3 -m pytest -m gpu -q -p no:cacheprovider tests/test_bsp_kernels_cuda_rk.py > $R/pytest_rk.log 2>&1
 echo "pytest rk rc $? ($SECONDS s; cut by the time limit if 124)" >> $R/device.txt
+if [ $(left) -gt 10 ]; then
+  timeout $(left) python3 -m pytest -m gpu -q -p no:cacheprovider tests/test_bsp_kernels_cuda_bte_graph.py > $R/pytest_bte_graph.log 2>&1
+  echo "pytest bte_graph rc $? ($SECONDS s; cut by the time limit if 124)" >> $R/device.txt
+fi
 python3 - "$R" <<'PY' | tee $R/table.txt
 import csv, os, sys
 R = sys.argv[1]
 print(open(os.path.join(R, "device.txt")).read().strip())
-for f in ("pytest_changed.log", "pytest_rk.log"):
+for f in ("pytest_changed.log", "pytest_rk.log", "pytest_bte_graph.log"):
     p = os.path.join(R, f)
     tail = [l for l in open(p).read().splitlines() if l.strip()][-1:] if os.path.exists(p) else ["(not run)"]
     print(f"{f}: {tail[0] if tail else '(empty)'}")
