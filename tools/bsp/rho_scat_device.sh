@@ -22,7 +22,7 @@ echo "ktime standard rc $? ($SECONDS s)" >> $R/device.txt
 timeout 25 python3 tools/bsp/rho_scat_ktime.py 6x129x129x600x96 30 >> $R/ktime.csv 2>> $R/ktime.err
 echo "ktime fine rc $? ($SECONDS s)" >> $R/device.txt
 if command -v ncu >/dev/null && [ $(left) -gt 60 ]; then
-  timeout 30 ncu --kernel-name regex:"bsp_rho|bsp_scat_gain|bsp_scat_loss" --metrics gpu__time_duration.sum,launch__grid_size,launch__block_size,launch__registers_per_thread \
+  timeout 30 ncu --kernel-name regex:"bsp_rho|bsp_scat_gain|bsp_scat_loss" --metrics gpu__time_duration.sum \
     --csv python3 tools/bsp/rho_scat_ktime.py 6x65x65x300x48 0 > $R/ncu.csv 2> $R/ncu.err
   echo "ncu rc $? ($SECONDS s)" >> $R/device.txt
 fi
@@ -49,7 +49,7 @@ if os.path.exists(p):
     print("ncu gpu__time_duration (standard, order old/new per kernel):")
     for l in rows:
         c = [x.strip('"') for x in l.split('","')]
-        print("  " + " ".join(c[i] for i in (4, -3, -1) if i < len(c)))
+        print("  " + " ".join(c[i] for i in (4, 7, 8, -1, -2) if i < len(c)))  # kernel, block, grid, value, unit
 rows = list(csv.DictReader(open(os.path.join(R, "ktime.csv"))))
 print("us per launch (CUDA events): median [p10-p90] min; bitwise new == old; new vs NumPy")
 for r in rows:
