@@ -33,18 +33,18 @@ def test_emulated_scattering_matches_array(emulated_cuda, bte_cases, rng, levels
     assert opts and all("--fmad=false" in o for o in opts)
 
 
-def test_emulated_scattering_several_chunks_per_row(emulated_cuda, bte_cases, rng):
-    """NW = 70: two blocks per row (i, nu, p) of ROW_BLOCK = 64 energies, the second partial; each
-    block forms the row's (branch, p') table itself."""
+def test_emulated_scattering_two_energies_per_thread(emulated_cuda, bte_cases, rng):
+    """NW = 70: one block of 64 threads per row (i, nu, p), two energies per thread (l and l + 64), the second
+    set partial (l = 64 .. 69); the block forms the row's (branch, p') table once."""
     cs = emulated_cuda.scattering
     m = bte_cases.model(NX=9, NS=2, NW=70, NPHI=4, kernels_mode="array")
-    assert cs._chunks(m.NW) == 2
+    assert cs.row_threads(m.NW) == (64, 2)
     d = bte_cases.inputs(m, rng, "random")
     G0 = scattering.scat_gain(m, NP_BE, d["PhiHat"], d["eps"], d["W"])
     L0 = scattering.scat_loss(m, NP_BE, d["eps"], d["W"])
     assert bte_cases.rel(cs.scat_gain(m, NP_BE, d["PhiHat"], d["eps"], d["W"]), G0) <= 1e-14
     assert bte_cases.rel(cs.scat_loss(m, NP_BE, d["eps"], d["W"]), L0) <= 1e-14
-    assert np.all(G0[..., 64:] != 0) and np.all(L0[..., 64:] != 0)  # the second chunk is written
+    assert np.all(G0[..., 64:] != 0) and np.all(L0[..., 64:] != 0)  # the second energies are written
 
 
 def test_emulated_elastic_top_node(emulated_cuda, bte_cases, rng):

@@ -3,7 +3,8 @@ solver.bsp.bte.rk_update and returns the same (Phi^{s+1}, rho, PhiHat), to round
 
 Two launches per stage: bsp_rk_dens reads Phi, Phi^0 (stages 1, 2), the three WENO terms, G and
 Lc once and writes Phi^{s+1} and PhiHat (one block per LINES whole phi lines, about TILE values);
-bsp_rho sums PhiHat over the energies.
+bsp_rho sums PhiHat over the energies (blocks of rows staged through shared memory, each row summed by
+one thread in the order l = 0 .. NW-1).
 
 ``stage_update`` (phase key RK_wphi; reference solver.bsp.bte.stage_update) also forms the WENO w
 and phi terms: bsp_wphi_rk of weno.cu reads a chunk of energy rows of one (i, nu, p) plane with 3
@@ -30,7 +31,9 @@ SOURCE = "rk.cu"
 OPTIONS = ("--fmad=false",)  # the FMAs are written out (fma()): the host build computes the same bits
 BLOCK = 256  # threads per block; bsp_wphi_rk is compiled with __launch_bounds__(256, 6) (weno.cu)
 TILE = 1536  # values per block: LINES = TILE // NPHI whole phi lines (12 KB of shared memory)
-RHO_BLOCK = 128
+RHO_BLOCK = 256  # threads per block of bsp_rho (x RHO_UNROLL = 10 loads each >= RHO_TILE: one load round)
+RHO_ROWS = 4  # rows (i, nu, p) per block of bsp_rho: 293 blocks standard, 581 fine (docs/performance-bte-kernels.md §14)
+RHO_TILE = 2400  # bsp_rho's shared tile (values; rk.cu's default of the define): 4 rows up to NW = 600
 # shared memory budget of one block of bsp_wphi_rk (sets its rows per block): 32 KB ran 6-7 % faster
 # than 48 KB (more blocks per SM) on the H200, standard and fine mesh (docs/performance-bte-kernels.md §7);
 # 36 KB (round 7, §11) still fits 6 blocks per SM (6 x (36 + 1) KB <= 228 KB) and holds 16 rows at NPHI = 48
@@ -69,11 +72,19 @@ def _finish(model, Phi, out, PhiHat, rho, lines):
 
 
 def _rho(model, PhiHat, rho, NPHI, lines):
-    """rho = dw sum_l PhiHat, one launch of bsp_rho (of the rk.cu build for NPHI and lines)."""
+    """rho = dw sum_l PhiHat, one launch of bsp_rho (of the rk.cu build for NPHI and lines): blocks of
+    rho_rows(NW) rows, each summed in the order l = 0 .. NW-1 by one thread from shared memory."""
     NX, NV, NS, NW = PhiHat.shape
     nrow = NX * NV * NS
+    rows = rho_rows(NW)
     fr = _build.function(SOURCE, "bsp_rho", OPTIONS, {"NPHI_": NPHI, "LINES": lines})
-    _build.launch(fr, nrow, RHO_BLOCK, (PhiHat, rho, np.int32(nrow), np.int32(NW), np.float64(model.dw)))
+    _build.launch(fr, -(-nrow // rows) * RHO_BLOCK, RHO_BLOCK,
+                  (PhiHat, rho, np.int32(nrow), np.int32(NW), np.int32(rows), np.float64(model.dw)))
+
+
+def rho_rows(NW):
+    """Rows per block of bsp_rho: RHO_ROWS, fewer where RHO_ROWS rows exceed the tile (1: the row in chunks)."""
+    return max(1, min(RHO_ROWS, RHO_TILE // NW))
 
 
 def rows_per_block(NW, NPHI):

@@ -2,9 +2,10 @@
 exactly the arguments of the array functions of solver/bsp/scattering.py and return the same
 result to the summation order of einsum (docs/performance-bte-kernels.md).
 
-ONE launch per call, one thread per output (i, nu, p, l), one block per row (i, nu, p) and chunk of
-ROW_BLOCK energies.  The block puts the row's (branch, p') table into shared memory (what does not
-depend on l: delta, delta / dw, weight x W), then each thread loops over the branches of its valley
+ONE launch per call, one block per row (i, nu, p), LPT energies l per thread (row_threads).  The block
+puts the row's (branch, p') table into shared memory (what does not depend on l: delta, delta / dw,
+weight x W, the PhiHat row, the interval of the l whose node is valid (gain) or the first l with
+Gamma >= 0 (loss); docs/performance-bte-kernels.md §14), then each thread loops over the branches of its valley
 nu (mechanism, nu', sigma, weight; the host table of ``scattering.branches`` copied once per model
 and mechanism subset as small device arrays) and over p' (the N_sbn terms of a branch formed
 together: the kernels are built per N_sbn), with the interpolation rule of
@@ -30,23 +31,28 @@ from solver.bsp.kernels.cuda import _build
 SOURCE = "scattering.cu"
 OPTIONS = ("--fmad=false",)
 BLOCK = 128
-ROW_BLOCK = 64  # energies per block of gain / loss (NW = 300: 5 chunks, 94 % of the threads busy)
+LPT = 2  # energies per thread of gain / loss (one block per row: 32 ceil(NW / 64) threads; NW = 300: 160)
 
 
 def _launch(kernel, nthreads, args):
     _build.launch(_build.function(SOURCE, kernel, OPTIONS), nthreads, BLOCK, args)
 
 
+def row_threads(NW):
+    """(threads per block, energies per thread) of gain / loss: one block per row (i, nu, p), thread t forms
+    l = t + j threads, j < LPT (more where NW > 1024 LPT)."""
+    lpt = max(LPT, -(-NW // 1024))
+    return 32 * -(-NW // (32 * lpt)), lpt
+
+
 def _launch_rows(kernel, rows, NS, NW, nbranch, args):
-    """``kernel`` over one block per (row, chunk of ROW_BLOCK energies) for ``rows`` rows (i, nu, p);
-    ``args`` end with nchunk (``_chunks``).  Built for NS_ = N_sbn and MAXE = ``nbranch`` x N_sbn, the
-    (branch, p') pairs of the largest valley table (the size of the block's shared table)."""
-    fn = _build.function(SOURCE, kernel, OPTIONS, {"MAXE": max(1, nbranch * NS), "NS_": NS})
-    _build.launch(fn, rows * _chunks(NW) * ROW_BLOCK, ROW_BLOCK, args)
-
-
-def _chunks(NW):
-    return -(-NW // ROW_BLOCK)
+    """``kernel`` over one block per row (i, nu, p) for ``rows`` rows.  Built for NS_ = N_sbn, MAXE =
+    ``nbranch`` x N_sbn (the (branch, p') pairs of the largest valley table, the size of the block's shared
+    table), LPT energies per thread and NWS (the loss's shared copy of w) = threads x LPT."""
+    threads, lpt = row_threads(NW)
+    fn = _build.function(SOURCE, kernel, OPTIONS, {"MAXE": max(1, nbranch * NS), "NS_": NS, "LPT": lpt,
+                                                   "NWS": threads * lpt})
+    _build.launch(fn, rows * threads, threads, args)
 
 
 def _branch_table(model, mechanisms, which):
@@ -91,8 +97,7 @@ def gain_into(model, backend, PH, e, Wc, mechanisms, G):
     s_w = f64(cp, model.on(backend, "s_w"))
     NW = model.NW
     _launch_rows("bsp_scat_gain", NX * NV * NS, NS, NW, nb,
-                 (PH, e, Wc, s_w, off, nu2, sig, wt, G, np.int32(NW), np.int32(_chunks(NW)),
-                  np.float64(1.0 / model.dw)))
+                 (PH, e, Wc, s_w, off, nu2, sig, wt, G, np.int32(NW), np.float64(1.0 / model.dw)))
 
 
 def scat_loss(model, backend, eps, W, mechanisms=None):
@@ -110,9 +115,20 @@ def loss_into(model, backend, e, Wc, mechanisms, Lc):
     off, nu2, sig, wt, nb = _branch_table(model, mechanisms, "loss")
     w = f64(cp, model.on(backend, "w"))
     NW = model.NW
+    _check_w(model)
     _launch_rows("bsp_scat_loss", NX * NV * NS, NS, NW, nb,
-                 (e, Wc, w, off, nu2, sig, wt, Lc, np.int32(NW), np.int32(_chunks(NW)),
-                  np.float64(2.0 * model.alpha)))
+                 (e, Wc, w, off, nu2, sig, wt, Lc, np.int32(NW), np.float64(2.0 * model.alpha)))
+
+
+def _check_w(model):
+    """The loss kernel takes the Heaviside factor H(delta + w_l) as 1 from the first such l on: w must
+    increase (model.w = (l + 1/2) dw does); checked once per model."""
+    key = ("cuda.scattering", "w increases")
+    if key not in model.device_cache:
+        w = np.asarray(model.w, dtype=np.float64)
+        if not np.all(np.diff(w) > 0.0):
+            raise ValueError("scat_loss (CUDA): the energy grid w must increase")
+        model.device_cache[key] = True
 
 
 def overlap(model, backend, chi):
