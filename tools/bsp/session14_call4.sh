@@ -17,4 +17,13 @@ $PY -c 'import numpy, os; print("numpy pycache now", os.path.isdir(os.path.join(
 for s in wenox_device.sh rho_scat_device.sh; do
   if [ -f tools/bsp/$s ]; then echo "== $s"; OUT=$L/${s%.sh} timeout 240 bash tools/bsp/$s > $L/${s%.sh}.log 2>&1; echo "exit $?"; tail -25 $L/${s%.sh}.log; fi
 done
+echo "== bench A/B: base (_dev/base = a7e270b) vs new, interleaved, 200 / 100 steps after 5"
+for r in 1 2; do
+  for t in base new; do
+    d=$PWD; [ $t = base ] && d=$PWD/_dev/base
+    ( cd $d && PYTHONPATH=$d timeout 120 $PY -m solver bsp bench $CFG --case 6x65x65x300x48:cupy:1:200:5 --case 6x129x129x600x96:cupy:1:100:5 --out $L/bench_${t}_$r > $L/bench_${t}_$r.log 2>&1 ) || echo "bench $t $r failed"
+  done
+done
+echo "run,mesh,backend,threads,steps,step_ms,bte_ms,dens_ms,iter_ms"
+for d in $L/bench_*_*; do [ -d $d ] && tail -n +2 $d/steps.csv | awk -F, -v n=$(basename $d) '{print n","$1","$2","$3","$4","$5","$6","$7","$8}'; done
 cd $OUT && tar czf c4.tgz c4 && echo packed
