@@ -205,29 +205,6 @@ def test_emulated_weno_x_fast2_scaled(emulated_cuda, bte_cases, rng, scale):
         assert bte_cases.rel(got, ref) <= TOL, (scale, closed, bte_cases.rel(got, ref))
 
 
-@pytest.mark.parametrize("mesh", [dict(NX=9, NS=2, NW=20, NPHI=8), dict(NX=11, NS=1, NW=17, NPHI=6)])
-def test_emulated_weno_x_fast2_upwards_form_same_values(emulated_cuda, bte_cases, rng, monkeypatch, mesh):
-    """The A/B build of section 13 (-DBSP_WENOX_UP=1: every line walked upwards, the right-biased face's 5 values
-    selected in reversed order; only tools/bsp/wenox_ktime.py builds it) forms the same faces as the downwards walk
-    of the schema's fast2 build: the same values (np.array_equal; a zero difference may carry the other sign), also
-    with several segments per line and closed contacts."""
-    cw = emulated_cuda.weno
-    m = bte_cases.model(kernels_mode="array", extra=("numerics.bte_kernels=fast2", "numerics.contact_rule=hybrid"), **mesh)
-    d = bte_cases.inputs(m, rng, "random")
-    args = _x_args(d, _deficit_rho(d))
-    for target in (1 << 18, 1 << 22):  # one segment per line; several (MIN_SEGMENT 3)
-        monkeypatch.setattr(cw, "TARGET_THREADS", target)
-        monkeypatch.setattr(cw, "MIN_SEGMENT", 3 if target > 1 << 18 else 8)
-        for closed in (False, True):
-            down = cw.weno_x(m, NP_BE, d["Phi"], *args, closed=closed)
-            with monkeypatch.context() as mp:
-                mp.setattr(cw, "x_defines", lambda model, eps: {"BSP_WENO_FAST": 1, "BSP_WENO_FAST2": 1, "BSP_WENOX_UP": 1})
-                up = cw.weno_x(m, NP_BE, d["Phi"], *args, closed=closed)
-            assert np.array_equal(up, down), (target, closed, bte_cases.rel(up, down))
-            assert bte_cases.rel(up, weno.weno_x(m, NP_BE, d["Phi"], *args, closed=closed)) <= TOL
-    assert any("-DBSP_WENOX_UP=1" in o for code, o in emulated_cuda.cupy.compiled if "bsp_weno_dx" in code)
-
-
 def test_x_defines(emulated_cuda, bte_cases):
     """The build of bsp_weno_dx per numerics.bte_kernels: exact none, fast -DBSP_WENO_FAST=1 (unchanged), fast2
     (the default) adds -DBSP_WENO_FAST2=1; fast2 with a WENO eps below FAST2_MIN_EPS falls back to fast's faces

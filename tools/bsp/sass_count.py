@@ -10,7 +10,7 @@ FP64 = D* arithmetic / compare and MUFU.*64*; uniform = U* (moves of constants a
 shared = LDS/STS; spill = LDL/STL.  The division's slow path (a CALL out of the loop) is not counted.
 
     python tools/bsp/sass_count.py [--nphi 48] [--rows 16] [--variants fast fast2]
-    python tools/bsp/sass_count.py --kernel dx [--variants fast fast2 fast2up]   (fast2up: -DBSP_WENOX_UP=1)
+    python tools/bsp/sass_count.py --kernel dx [--variants fast fast2]
     WENO_CU=/path/to/prototype.cu python tools/bsp/sass_count.py ...   (count another copy of weno.cu)
 """
 from __future__ import annotations
@@ -49,8 +49,8 @@ def sass(variant: str, nphi: int, rows: int, tmp: str, kernel: str = "bsp_wphi_r
             cmd[4:4] = ["-DBSP_WENO_FAST2=1", "-DWPHI_BLOCK=256"]
     else:  # weno.py's build of the x kernel (no NPHI_ / LINES / LROWS)
         cmd = ["nvcc", "-cubin", "-arch=sm_90", "--fmad=false", "-DBSP_WENO_FAST=1", "--resource-usage", "-o", cubin, SRC]
-        if variant in ("fast2", "fast2up"):
-            cmd[4:4] = ["-DBSP_WENO_FAST2=1"] + (["-DBSP_WENOX_UP=1"] if variant == "fast2up" else [])
+        if variant == "fast2":
+            cmd[4:4] = ["-DBSP_WENO_FAST2=1"]
     r = subprocess.run(cmd, capture_output=True, text=True, check=True)
     lines = (r.stdout + r.stderr).splitlines()
     usage = " ".join(x.strip() for i, x in enumerate(lines) if kernel in x or (

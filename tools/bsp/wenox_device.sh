@@ -4,7 +4,7 @@
 #  1. ktime (tools/bsp/wenox_ktime.py): bsp_weno_dx of both variants in alternating rounds of CUDA-event timings on a
 #     synthetic stage, standard 6x65x65x300x48 (60 launches each) and fine 6x129x129x600x96 (20 each); median,
 #     p10-p90, output hashes, repeat equality, rel. difference fast2 vs fast (and vs the array code, standard); also
-#     the A/B build fast2up (fast2's faces, all lines walked upwards with selects; -DBSP_WENOX_UP=1, not in the schema);
+#     (the A/B build fast2up of section 13.4 became fast2 itself);
 #  2. gpu tests: the new fast2 x test first, the graph-vs-launches stages (default fast2: bte_graph's x_into), the
 #     10-step bitwise-run test with fast2, then every other gpu test of
 #     tests/test_bsp_kernels_cuda_weno.py and tests/test_bsp_contact_rule.py (cut at 145 s);
@@ -54,7 +54,7 @@ for r in rows:
           f"{r['rel_vs_fast']} {r['rel_vs_array']} {r['eq_fast2']}")
 for mesh in sorted({r["mesh"] for r in rows}):
     t = {r["variant"]: float(r["median_us"]) for r in rows if r["mesh"] == mesh}
-    for v in ("fast2", "fast2up"):
+    for v in ("fast2",):
         if "fast" in t and v in t:
             print(f"  {mesh}: {v} / fast = {t[v] / t['fast']:.3f} ({100 * (t[v] / t['fast'] - 1):+.1f} %); "
                   f"per step (3 stages) {3e-3 * (t[v] - t['fast']):+.3f} ms")

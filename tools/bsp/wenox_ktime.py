@@ -1,6 +1,6 @@
 """Device timing of the x kernel bsp_weno_dx (phase WENO_x, one RK stage) for numerics.bte_kernels fast vs fast2
-on a synthetic stage of one mesh (docs/performance-bte-kernels.md §13), and the A/B build fast2up (-DBSP_WENOX_UP=1:
-fast2's faces with every line walked upwards and the right-biased stencils selected; not reachable from the schema).  Phi as in bte_s12_ktime.py (the start-up
+on a synthetic stage of one mesh (docs/performance-bte-kernels.md §13; the A/B build fast2up of §13.4, the upwards
+walk, became fast2's only form).  Phi as in bte_s12_ktime.py (the start-up
 shape s_w M times 0.5 + U(0, 1)), open contacts with the reference rule, rho = rho_eq (0.9 + 0.2 U).  The variants
 are timed in alternating rounds of ``reps`` launches each; per round the launches are queued back to back behind
 3 untimed ones (so the host's launch overhead is hidden) with a CUDA event before each and one after the last:
@@ -23,13 +23,11 @@ from solver.bsp.kernels.cuda import weno as cw
 from solver.bsp.model import Model, load
 
 mesh, reps, rounds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-VARIANTS = ("fast", "fast2", "fast2up")
-UP = {"BSP_WENO_FAST": 1, "BSP_WENO_FAST2": 1, "BSP_WENOX_UP": 1}
+VARIANTS = ("fast", "fast2")
 ns, nx, nz, nw, nphi = (int(v) for v in mesh.split("x"))
 base = [f"mesh.N_sbn={ns}", f"mesh.NX={nx}", f"mesh.NZ={nz}", f"mesh.NW={nw}", f"mesh.NPHI={nphi}",
         "numerics.backend=cupy"]
-models = {v: Model(load(None, base + [f"numerics.bte_kernels={v}"])) for v in VARIANTS[:2]}
-models["fast2up"] = models["fast2"]
+models = {v: Model(load(None, base + [f"numerics.bte_kernels={v}"])) for v in VARIANTS}
 m = models["fast"]
 be = get_backend("cupy")
 cp.random.seed(1)
@@ -39,21 +37,14 @@ rho_eq = cp.asarray(1.0 + np.random.default_rng(2).random((2, 3, ns)))
 rho = rho_eq * (0.9 + 0.2 * cp.random.random(rho_eq.shape))
 r = (rho_eq[0], rho_eq[1], rho[0], rho[1])
 out = {v: cp.empty_like(Phi) for v in VARIANTS}
-for v in VARIANTS[:2]:
+for v in VARIANTS:
     defs = cw.x_defines(models[v], weno._eps(models[v]))
     assert ("BSP_WENO_FAST2" in defs) == (v == "fast2"), (v, defs)
 
 
-x_defines = cw.x_defines
-
 
 def launch(v):
-    if v == "fast2up":  # x_into builds with what weno.x_defines returns
-        cw.x_defines = lambda model, eps: UP
-    try:
-        cw.x_into(models[v], be, Phi, r, out[v])
-    finally:
-        cw.x_defines = x_defines
+    cw.x_into(models[v], be, Phi, r, out[v])
 
 
 def words(a):

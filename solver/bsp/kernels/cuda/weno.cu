@@ -229,11 +229,12 @@ __global__ void bsp_weno_dx(const double* Phi, const double* a1, const unsigned 
     }
     int i0 = s * seg;
     int i1 = i0 + seg < NX ? i0 + seg : NX;
-#if BSP_WENO_FAST2 && BSP_WENOX_UP
-    /* fast2's faces with every line walked upwards and the 5 values of a right-biased face selected in reversed
-       order (5 double selects per face): the same faces, so the same values as the form below (a zero difference
-       may have the other sign).  Not reachable from the schema: the A/B of section 13 (tools/bsp/wenox_ktime.py)
-       against the downwards walk, whose lanes of one warp touch two x planes at a time. */
+#if BSP_WENO_FAST2
+    /* fast2 (docs/performance-bte-kernels.md section 13): 12 x each face by weno2_face12 on the stencil in upwind
+       order, every line walked upwards (the plane of x nodes a warp reads and writes is the same for all its
+       lanes), the 5 values of a right-biased face selected in reversed order (5 double selects per face).  The
+       downwards walk of right-biased lines (no selects, 2 x planes per warp at a time) measured 32 % slower on
+       the H200 (section 13.4). */
     double c12 = inv / 12.0;
     double g0 = gx_val(P, sX, i0 - 3, NX, a, gl, gr), g1 = gx_val(P, sX, i0 - 2, NX, a, gl, gr),
            g2 = gx_val(P, sX, i0 - 1, NX, a, gl, gr), g3 = gx_val(P, sX, i0, NX, a, gl, gr),
@@ -251,33 +252,6 @@ __global__ void bsp_weno_dx(const double* Phi, const double* a1, const unsigned 
         fp = fn;
     }
 #undef BSP_XUP_FACE
-#elif BSP_WENO_FAST2
-    /* fast2 (docs/performance-bte-kernels.md section 13): 12 x each face by weno2_face12 on the stencil in
-       upwind order.  A left-biased line walks its segment upwards (face j-1/2 from g_{j-3} .. g_{j+1}), a
-       right-biased one downwards (face j-1/2 from g_{j+2} .. g_{j-2}, the reversed stencil), so that both
-       keep the 5 values in the order the formula takes them: no per-face selects.  The next value is
-       g_{k + 5 dir}; out_i = (h_{i+1/2} - h_{i-1/2}) / dx = (fn - fp) * dir * inv / 12 (walking down, fp is
-       the upper face).  Closed contacts: the faces -1/2 and NX-1/2 are 0. */
-    int dir = left ? 1 : -1;
-    int k = left ? i0 - 3 : i1 + 2;
-    double w0 = gx_val(P, sX, k, NX, a, gl, gr), w1 = gx_val(P, sX, k + dir, NX, a, gl, gr),
-           w2 = gx_val(P, sX, k + 2 * dir, NX, a, gl, gr), w3 = gx_val(P, sX, k + 3 * dir, NX, a, gl, gr),
-           w4 = gx_val(P, sX, k + 4 * dir, NX, a, gl, gr);
-    double c12 = (left ? inv : -inv) / 12.0;
-    int j = left ? i0 : i1;  /* the face j - 1/2 */
-    double fp = weno2_face12(w0, w1, w2, w3, w4, eps);
-    if (closed && (j == 0 || j == NX)) fp = 0.0;
-    for (int n = i1 - i0; n > 0; --n) {
-        k += dir;
-        j += dir;
-        w0 = w1; w1 = w2; w2 = w3; w3 = w4;
-        w4 = gx_val(P, sX, k + 4 * dir, NX, a, gl, gr);
-        double fn = weno2_face12(w0, w1, w2, w3, w4, eps);
-        if (closed && (j == 0 || j == NX)) fn = 0.0;
-        int i = j - left;  /* the node between the faces */
-        out[line + i * sX] = (fn - fp) * c12;
-        fp = fn;
-    }
 #else
     double g0 = gx_val(P, sX, i0 - 3, NX, a, gl, gr), g1 = gx_val(P, sX, i0 - 2, NX, a, gl, gr),
            g2 = gx_val(P, sX, i0 - 1, NX, a, gl, gr), g3 = gx_val(P, sX, i0, NX, a, gl, gr),
