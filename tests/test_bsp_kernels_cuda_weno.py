@@ -205,29 +205,6 @@ def test_emulated_weno_x_fast2_scaled(emulated_cuda, bte_cases, rng, scale):
         assert bte_cases.rel(got, ref) <= TOL, (scale, closed, bte_cases.rel(got, ref))
 
 
-@pytest.mark.parametrize("ahead", [1, 2, 3])
-def test_emulated_weno_x_fast2_loads_ahead_same_bits(emulated_cuda, bte_cases, rng, monkeypatch, ahead):
-    """fast2's x kernel with its values loaded BSP_WENOX_AHEAD iterations early (weno.X_AHEAD): the same
-    bits as without, with one and several segments per line, open (hybrid rule) and closed contacts."""
-    cw = emulated_cuda.weno
-    m = bte_cases.model(kernels_mode="array", extra=("numerics.bte_kernels=fast2", "numerics.contact_rule=hybrid"),
-                        NX=11, NS=1, NW=17, NPHI=6)
-    d = bte_cases.inputs(m, rng, "random")
-    args = _x_args(d, _deficit_rho(d))
-    base = cw.x_defines
-    for target in (1 << 18, 1 << 22):  # one segment per line; several (MIN_SEGMENT 3)
-        monkeypatch.setattr(cw, "TARGET_THREADS", target)
-        monkeypatch.setattr(cw, "MIN_SEGMENT", 3 if target > 1 << 18 else 8)
-        for closed in (False, True):
-            outs = []
-            for a in (0, ahead):
-                with monkeypatch.context() as mp:
-                    mp.setattr(cw, "x_defines", lambda model, eps, a=a: dict(base(model, eps), BSP_WENOX_AHEAD=a))
-                    outs.append(cw.weno_x(m, NP_BE, d["Phi"], *args, closed=closed))
-            assert np.array_equal(outs[0], outs[1]), (target, closed)
-    assert any(f"-DBSP_WENOX_AHEAD={ahead}" in o for code, o in emulated_cuda.cupy.compiled if "bsp_weno_dx" in code)
-
-
 def test_x_defines(emulated_cuda, bte_cases):
     """The build of bsp_weno_dx per numerics.bte_kernels: exact none, fast -DBSP_WENO_FAST=1 (unchanged), fast2
     (the default) adds -DBSP_WENO_FAST2=1; fast2 with a WENO eps below FAST2_MIN_EPS falls back to fast's faces

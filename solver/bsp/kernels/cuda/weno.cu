@@ -230,9 +230,6 @@ __global__ void bsp_weno_dx(const double* Phi, const double* a1, const unsigned 
     int i0 = s * seg;
     int i1 = i0 + seg < NX ? i0 + seg : NX;
 #if BSP_WENO_FAST2
-#ifndef BSP_WENOX_AHEAD
-#define BSP_WENOX_AHEAD 0
-#endif
     /* fast2 (docs/performance-bte-kernels.md section 13): 12 x each face by weno2_face12 on the stencil in upwind
        order, every line walked upwards (the plane of x nodes a warp reads and writes is the same for all its
        lanes), the 5 values of a right-biased face selected in reversed order (5 double selects per face).  The
@@ -246,21 +243,9 @@ __global__ void bsp_weno_dx(const double* Phi, const double* a1, const unsigned 
     weno2_face12(left ? g0 : g5, left ? g1 : g4, left ? g2 : g3, left ? g3 : g2, left ? g4 : g1, eps)
     double fp = BSP_XUP_FACE;
     if (closed && i0 == 0) fp = 0.0;
-#if BSP_WENOX_AHEAD > 0
-    /* the next BSP_WENOX_AHEAD values loaded that many iterations early: more loads in flight per thread
-       (the kernel waits on DRAM latency at 50 % occupancy); the same values, so the same results */
-    double q[BSP_WENOX_AHEAD];
-    for (int t = 0; t < BSP_WENOX_AHEAD; ++t) q[t] = gx_val(P, sX, i0 + 3 + t, NX, a, gl, gr);
-#endif
     for (int i = i0; i < i1; ++i) {
         g0 = g1; g1 = g2; g2 = g3; g3 = g4; g4 = g5;
-#if BSP_WENOX_AHEAD > 0
-        g5 = q[0];
-        for (int t = 0; t + 1 < BSP_WENOX_AHEAD; ++t) q[t] = q[t + 1];
-        q[BSP_WENOX_AHEAD - 1] = gx_val(P, sX, i + 3 + BSP_WENOX_AHEAD, NX, a, gl, gr);
-#else
         g5 = gx_val(P, sX, i + 3, NX, a, gl, gr);
-#endif
         double fn = BSP_XUP_FACE;
         if (closed && i + 1 == NX) fn = 0.0;
         out[line + i * sX] = (fn - fp) * c12;
