@@ -154,7 +154,7 @@ def _fast2_x_check(cw, bte_cases, m, m1, d, args, closed):
                                   dict(NX=9, NS=1, NW=9, NPHI=4), dict(NX=17, NS=2, NW=11, NPHI=12)])
 def test_emulated_weno_x_fast2_within_tolerance(emulated_cuda, bte_cases, rng, levels, rule, mesh):
     """numerics.bte_kernels fast2: bsp_weno_dx built with -DBSP_WENO_FAST2=1 (weno2_face12, one reciprocal per
-    face, right-biased lines walked downwards on the reversed stencil): within 1e-12 of weno.weno_x on NumPy for
+    face, every line walked upwards, a right-biased face on its reversed stencil): within 1e-12 of weno.weno_x on NumPy for
     open contacts (reference rule, hybrid rule with a deficit and an excess) and closed ones, on the left- and the
     right-biased lines each; two calls bitwise equal; other rounding than fast somewhere (the fast2 faces ran)."""
     cw = emulated_cuda.weno
