@@ -24,7 +24,7 @@ import cupy as cp
 
 from solver.bsp import bte as _bte
 from solver.bsp import weno as _weno
-from solver.bsp.kernels import bte_variant, f64
+from solver.bsp.kernels import f64
 from solver.bsp.kernels.cuda import _build, weno
 
 SOURCE = "rk.cu"
@@ -108,7 +108,7 @@ def wphi_defines(model, NPHI, rows):
     >= FAST2_MIN_EPS) the fast2 faces (weno.cu: one reciprocal per phi face pair, fewer FP64 operations) and
     the block size as a constant."""
     d = {"BSP_WENO_FAST": 1, "NPHI_": NPHI, "LROWS": rows}
-    if bte_variant(model) == "fast2" and _weno._eps(model) >= FAST2_MIN_EPS:
+    if weno.fast2(model, _weno._eps(model)):  # the same test as WENO_x's build
         d.update(BSP_WENO_FAST2=1, WPHI_BLOCK=BLOCK)
     return d
 
