@@ -134,8 +134,8 @@ def test_precompile_runs_its_jobs_in_the_threads_and_wait_jobs_waits_and_raises(
 @pytest.mark.parametrize("mesh", [("mesh.NX=9", "mesh.NZ=11"), ("mesh.NX=9", "mesh.NZ=9", "mesh.N_sbn=1", "mesh.NPHI=4", "mesh.NW=6")])
 def test_warm_jobs_run_the_startup_expressions_on_numpy(newton_cases, mesh):
     """Every warm-up job runs (shapes consistent with the functions it calls), and BTE_init's start
-    distribution (warm.initial_phi, which Simulation.startup uses) is rho_eq s_w M, constant in phi."""
-    from solver.bsp import warm
+    distribution (bte.initial_phi, which Simulation.startup and the warm-up use) is rho_eq s_w M, constant in phi."""
+    from solver.bsp import bte, warm
 
     m = newton_cases.model(*mesh)
     for job in warm.jobs(m, NP):
@@ -143,7 +143,7 @@ def test_warm_jobs_run_the_startup_expressions_on_numpy(newton_cases, mesh):
     assert len(warm.jobs(m, NP)) == 6
     rng = np.random.default_rng(3)
     rho_eq = rng.random((m.NX, 3, m.N_sbn))
-    Phi = warm.initial_phi(m, NP, rho_eq, m.s_w, m.maxwellian, m.NPHI)
+    Phi = bte.initial_phi(m, NP, rho_eq, m.s_w, m.maxwellian, m.NPHI)
     assert Phi.shape == (m.NX, 3, m.N_sbn, m.NW, m.NPHI) and Phi.flags.c_contiguous
     want = rho_eq[:, :, :, None] * (m.s_w * m.maxwellian)[None, :, None, :]
     assert np.array_equal(Phi, np.repeat(want[..., None], m.NPHI, axis=-1))

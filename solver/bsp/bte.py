@@ -206,3 +206,12 @@ def rk3_combine(s, Phi0, Phi, L, dt):
         L *= c
         L += c0 * Phi0
     return L
+
+
+def initial_phi(model, backend, rho_eq, s_w, M, NPHI):
+    """BTE_init: Phi(x, nu, p, w, phi) = rho_eq(x, nu, p) s_w(nu, w) M(nu, w), constant in phi, C-contiguous
+    (NX, 3, N_sbn, NW, NPHI)."""
+    xp = backend.xp
+    prof = s_w * M  # (3, NW)
+    Phi = rho_eq[:, :, :, None, None] * prof[None, :, None, :, None] * xp.ones(NPHI)
+    return xp.ascontiguousarray(Phi)

@@ -21,7 +21,7 @@ import numpy as np
 
 from solver import io, provenance
 from solver.backend import get_backend
-from solver.bsp import bte, dens, output, poisson, scattering, schrodinger, steady, warm
+from solver.bsp import bte, dens, output, poisson, scattering, schrodinger, steady
 from solver.bsp import kernels
 from solver.bsp.model import Model, check_memory, gate_volts
 from solver.config import ConfigError, RunFault
@@ -122,7 +122,7 @@ class Simulation:
                 te = poisson.thermequil(m, be, V_b, timer=tm)
             rho_eq = te.rho
             with tm.phase("BTE_init"):
-                Phi = warm.initial_phi(m, be, rho_eq, m.on(be, "s_w"), m.on(be, "maxwellian"), m.NPHI)
+                Phi = bte.initial_phi(m, be, rho_eq, m.on(be, "s_w"), m.on(be, "maxwellian"), m.NPHI)
             deps, A_eps, _ = schrodinger.deps_dx_max(m, be, te.eps, te.V)
         tm.end_step()
         self.eq = Equilibrium(V_b=V_b, rho_eq=rho_eq, A=float(te.A),

@@ -19,7 +19,7 @@ checks that after the jobs the start-up compiles or loads no CuPy kernel of its 
 """
 from __future__ import annotations
 
-from solver.bsp import dens, poisson
+from solver.bsp import bte, dens, poisson
 
 
 def _small(n: int) -> int:
@@ -52,17 +52,9 @@ def jobs(model, backend) -> list:
         xp.zeros((NX, NZ)).ravel().copy()
 
     def bte_init():  # the start distribution and its moments (Simulation.startup, dens.dens)
-        Phi = initial_phi(model, backend, xp.zeros((_small(NX), 3, NS)),
+        Phi = bte.initial_phi(model, backend, xp.zeros((_small(NX), 3, NS)),
                           xp.zeros((3, _small(NW))), xp.zeros((3, _small(NW))), _small(NPHI))
         dens.dens(model, backend, Phi)
 
     return [initcond, rho, drho, density, replay, bte_init]
 
-
-def initial_phi(model, backend, rho_eq, s_w, M, NPHI):
-    """BTE_init: Phi(x, nu, p, w, phi) = rho_eq(x, nu, p) s_w(nu, w) M(nu, w), constant in phi, C-contiguous
-    (NX, 3, N_sbn, NW, NPHI)."""
-    xp = backend.xp
-    prof = s_w * M  # (3, NW)
-    Phi = rho_eq[:, :, :, None, None] * prof[None, :, None, :, None] * xp.ones(NPHI)
-    return xp.ascontiguousarray(Phi)
