@@ -13,6 +13,12 @@ process would open GPU 0.  SPEC:
                  no new ``auto`` run goes there) and waits until the ``auto`` runs still on it have
                  ended; where every GPU is marked, it waits.  ``exclusive:K`` takes K GPUs at once
                  (``rgf scaling-run`` with K workers); CUDA_VISIBLE_DEVICES lists them.
+``slice``        a slice of the host (config ``host_slices``, docs/workflow.md): a GPU as with
+                 ``exclusive``, and the process pinned (CPU affinity) to that GPU's share of its
+                 CPUs: GPU i of n takes the i-th n-th of them, in the order of sockets and cores, SMT
+                 siblings together (``cpu_share``).  A host with n GPUs becomes n one-GPU hosts:
+                 CPU timing runs take a slice too (holding its GPU idle), so timings run side by
+                 side without sharing cores.
 
 The registry is a folder under the temporary folder, per user (and per SLURM job): one empty file
 per process and GPU, ``<pid>.a.<gpu>`` (auto) or ``<pid>.x.<gpu>`` (exclusive), guarded by a file
@@ -21,16 +27,17 @@ as long as its process lives (child processes inherit CUDA_VISIBLE_DEVICES).  Ev
 by setting CUDA_VISIBLE_DEVICES before CUDA starts, so the process sees its GPU as device 0.
 
 A scheduler's choice wins: where CUDA_VISIBLE_DEVICES is already set (SLURM's ``--gpus``: every
-job gets GPUs of its own) and names no more GPUs than the process wants, ``auto`` and
-``exclusive`` leave it alone; where it names more (a workflow started inside an allocation of
-several GPUs), they choose among its entries, never outside them.  With one GPU or none they do
-nothing.  Waiting is a poll (every ``POLL_S`` seconds); the workflow's ``gpu`` resource keeps
-it short (at most one GPU job per GPU, docs/workflow.md).
+job gets GPUs of its own) and names no more GPUs than the process wants, ``auto``,
+``exclusive`` and ``slice`` leave it alone (and pin no CPUs: the scheduler's own); where it names
+more (a workflow started inside an allocation of several GPUs), they choose among its entries,
+never outside them.  With one GPU or none they do nothing (a one-GPU host is one slice).  Waiting
+is a poll (every ``POLL_S`` seconds); the workflow's ``gpu`` resource keeps it short (at most one
+GPU job per GPU, docs/workflow.md).
 
 Placement only: the numerics, the configuration and its hash do not depend on it (runs on GPUs of
 the same model are bitwise identical).  ``SOLVER_GPU_SLOT`` (JSON: mode, GPUs, host GPUs, seconds
-waited) is set for the process and its children; run.json records it as ``gpu_slot`` beside
-CUDA_VISIBLE_DEVICES (``threads``) and the device's PCI bus id (``device.pci_bus_id``).
+waited, a slice's ``cpus``) is set for the process and its children; run.json records it as
+``gpu_slot`` beside CUDA_VISIBLE_DEVICES (``threads``) and the device's PCI bus id (``device.pci_bus_id``).
 """
 from __future__ import annotations
 
@@ -183,9 +190,10 @@ def release(registry: str | None = None, pid: int | None = None) -> None:
 
 
 def parse_spec(spec: str) -> tuple[str, int]:
-    """('pin', N), ('auto', 1) or ('exclusive', K) of a --gpu value (checked by gpu_option)."""
-    if spec == "auto":
-        return "auto", 1
+    """('pin', N), ('auto', 1), ('exclusive', K) or ('slice', 1) of a --gpu value (checked by
+    gpu_option)."""
+    if spec in ("auto", "slice"):
+        return spec, 1
     if spec == "exclusive":
         return "exclusive", 1
     if spec.startswith("exclusive:"):
@@ -224,13 +232,57 @@ def select(spec: str | None) -> str | None:
     if n <= 1 and k <= 1:
         return None
     t0 = time.monotonic()
-    gpus = claim(candidates, exclusive=mode == "exclusive", k=k, log=sys.stderr)
+    gpus = claim(candidates, exclusive=mode != "auto", k=k, log=sys.stderr)
     os.environ[ENV] = ",".join(gpus)
     rec = {"mode": mode, "gpus": os.environ[ENV], "host_gpus": n, "wait_s": round(time.monotonic() - t0, 3)}
     if given is not None:
         rec["among"] = ",".join(given)
+    if mode == "slice":
+        share = cpu_share(os.sched_getaffinity(0), _labels(candidates).index(gpus[0]), n)
+        os.sched_setaffinity(0, share)  # threads started later (numba, BLAS, CUDA's) inherit it
+        rec["cpus"] = cpu_list_text(share)
     os.environ[SLOT_ENV] = json.dumps(rec)
     return os.environ[ENV]
+
+
+def cpu_topology(cpu: int) -> tuple[int, int]:
+    """(socket, core) of a logical CPU from sysfs; (0, cpu) where sysfs does not say."""
+    base = f"/sys/devices/system/cpu/cpu{cpu}/topology/"
+    try:
+        with open(base + "physical_package_id") as f:
+            package = int(f.read())
+        with open(base + "core_id") as f:
+            core = int(f.read())
+    except (OSError, ValueError):
+        return 0, cpu
+    return package, core
+
+
+def cpu_share(cpus, position: int, n: int, topology=None) -> list[int]:
+    """The CPUs of slice ``position`` of ``n``: the CPUs ``cpus`` ordered by (socket, core, CPU),
+    so that SMT siblings and sockets stay together, cut into n parts of equal size (+-1); with
+    fewer CPUs than slices, every slice gets all of them."""
+    topology = topology or cpu_topology
+    order = sorted(cpus, key=lambda c: (*topology(c), c))
+    m = len(order)
+    if m < n:
+        return sorted(order)
+    return sorted(order[position * m // n:(position + 1) * m // n])
+
+
+def cpu_list_text(cpus) -> str:
+    """'0-7,32-39' of a set of CPU numbers."""
+    out, run = [], []
+    for c in sorted(cpus):
+        if run and c == run[-1] + 1:
+            run.append(c)
+            continue
+        if run:
+            out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
+        run = [c]
+    if run:
+        out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
+    return ",".join(out)
 
 
 def slot_record() -> dict | None:
@@ -245,16 +297,16 @@ def slot_record() -> dict | None:
 
 
 def gpu_option(text: str) -> str:
-    """argparse type of ``--gpu``: 'auto', 'exclusive', 'exclusive:K' (K >= 1) or an integer >= 0,
-    with a one-line error otherwise."""
+    """argparse type of ``--gpu``: 'auto', 'exclusive', 'exclusive:K' (K >= 1), 'slice' or an
+    integer >= 0, with a one-line error otherwise."""
     import argparse
 
-    if text in ("auto", "exclusive") or (text.isdigit() and int(text) >= 0):
+    if text in ("auto", "exclusive", "slice") or (text.isdigit() and int(text) >= 0):
         return text
     if text.startswith("exclusive:") and text[10:].isdigit() and int(text[10:]) >= 1:
         return text
     raise argparse.ArgumentTypeError(
-        f"--gpu must be 'auto', 'exclusive', 'exclusive:K' (K >= 1) or a GPU index >= 0, got {text!r}")
+        f"--gpu must be 'auto', 'exclusive', 'exclusive:K' (K >= 1), 'slice' or a GPU index >= 0, got {text!r}")
 
 
 def visible_gpus() -> int:

@@ -140,6 +140,68 @@ def test_select(monkeypatch, tmp_path):
     assert calls == [(4, False, 1), (4, True, 2)]
 
 
+def test_cpu_share_keeps_cores_and_sockets_together():
+    # 2 sockets x 4 cores x 2 SMT threads, Linux's usual numbering: CPU c and c + 8 are siblings,
+    # CPUs 0-3 (and 8-11) on socket 0
+    topo = {c: (c % 8 // 4, c % 4) for c in range(16)}
+    shares = [gpuslot.cpu_share(range(16), i, 4, topo.get) for i in range(4)]
+    assert shares == [[0, 1, 8, 9], [2, 3, 10, 11], [4, 5, 12, 13], [6, 7, 14, 15]]
+    # two slices: one socket each
+    assert gpuslot.cpu_share(range(16), 1, 2, topo.get) == [4, 5, 6, 7, 12, 13, 14, 15]
+    # without topology (sysfs silent): consecutive CPUs; a remainder spread over the slices
+    flat = lambda c: (0, c)  # noqa: E731
+    assert [len(gpuslot.cpu_share(range(10), i, 4, flat)) for i in range(4)] == [2, 3, 2, 3]
+    assert sorted(sum((gpuslot.cpu_share(range(10), i, 4, flat) for i in range(4)), [])) == list(range(10))
+    # fewer CPUs than slices: every slice gets them all
+    assert gpuslot.cpu_share([5, 3], 2, 4, flat) == [3, 5]
+    assert gpuslot.cpu_list_text([0, 1, 2, 3, 8, 9, 11]) == "0-3,8-9,11"
+    assert gpuslot.cpu_list_text([7]) == "7"
+    # this host's sysfs reading gives a (socket, core) pair for CPU 0
+    assert len(gpuslot.cpu_topology(0)) == 2
+
+
+def test_slice_takes_a_gpu_of_its_own_and_its_share_of_the_cpus(monkeypatch, tmp_path):
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    monkeypatch.delenv("SOLVER_GPU_SLOT", raising=False)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1,2,3")
+    pinned, calls = [], []
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(16)))
+    monkeypatch.setattr(os, "sched_setaffinity", lambda pid, cpus: pinned.append(sorted(cpus)))
+    monkeypatch.setattr(gpuslot, "cpu_topology", lambda c: (0, c))
+    monkeypatch.setattr(gpuslot, "claim", lambda gpus, exclusive, k, log: calls.append((gpus, exclusive, k)) or ["2"])
+    assert gpuslot.select("slice") == "2"
+    assert calls == [(["0", "1", "2", "3"], True, 1)]  # exclusive, like --gpu exclusive
+    assert pinned == [[8, 9, 10, 11]]  # GPU 2 of 4: the third quarter of the CPUs
+    slot = json.loads(os.environ["SOLVER_GPU_SLOT"])
+    assert slot["mode"] == "slice" and slot["gpus"] == "2" and slot["cpus"] == "8-11"
+    # a scheduler's single GPU wins, and the scheduler's CPUs too: no pinning
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "5")
+    assert gpuslot.select("slice") is None and len(pinned) == 1
+    # a one-GPU host is one slice: nothing to choose or pin
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    monkeypatch.setattr(gpuslot, "host_gpus", lambda: 1)
+    assert gpuslot.select("slice") is None and len(pinned) == 1 and "CUDA_VISIBLE_DEVICES" not in os.environ
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="Linux CPU affinity")
+def test_slice_pins_the_process_and_its_threads(tmp_path):
+    # a real process on a fake four-GPU host (CUDA_VISIBLE_DEVICES=0,1,2,3): its affinity and that
+    # of a thread it starts afterwards are its slice's CPUs, and run.json's record names them
+    code = ("import json, os, threading; from solver import gpuslot; gpuslot.select('slice'); out = {}; "
+            "t = threading.Thread(target=lambda: out.update(t=sorted(os.sched_getaffinity(0)))); t.start(); t.join(); "
+            "print(json.dumps(dict(out, p=sorted(os.sched_getaffinity(0)), slot=gpuslot.slot_record())))")
+    env = dict(os.environ, TMPDIR=str(tmp_path), CUDA_VISIBLE_DEVICES="0,1,2,3",
+               PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    env.pop("SLURM_JOB_ID", None)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout)
+    everything = sorted(os.sched_getaffinity(0))
+    assert got["slot"]["mode"] == "slice" and got["slot"]["gpus"] == "0"
+    assert got["p"] == got["t"] == gpuslot.cpu_share(everything, 0, 4)
+    assert gpuslot.cpu_list_text(got["p"]) == got["slot"]["cpus"]
+
+
 _WORKER = """
 import json, os, time
 from solver import gpuslot
@@ -202,7 +264,8 @@ def test_bad_gpu_value_is_one_line(tmp_path):
     r = subprocess.run([sys.executable, "-m", "solver", "run", "--out", str(tmp_path / "o"), "--gpu", "first"],
                        capture_output=True, text=True)
     assert r.returncode != 0
-    assert "--gpu must be 'auto', 'exclusive', 'exclusive:K' (K >= 1) or a GPU index >= 0, got 'first'" in r.stderr
+    assert "--gpu must be 'auto', 'exclusive', 'exclusive:K' (K >= 1), 'slice' or a GPU index >= 0, got 'first'" \
+        in r.stderr
     assert "Traceback" not in r.stderr
     r = subprocess.run([sys.executable, "-m", "solver", "--gpu", "exclusive:0", "info"], capture_output=True, text=True)
     assert r.returncode == 2 and "got 'exclusive:0'" in r.stderr and "Traceback" not in r.stderr

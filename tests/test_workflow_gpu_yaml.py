@@ -54,14 +54,14 @@ def test_run_lengths_and_checkpoints(dry):
 # ------------------------------------------------------------------ several GPUs on one host
 # A fake four-GPU host: CUDA_VISIBLE_DEVICES=0,1,2,3 (common.smk counts its entries, as gpuslot
 # chooses among them), 64 cores.  docs/workflow.md, "Several GPUs on one host".
-def _dry_multi(tmp_path_factory, *extra):
+def _dry_multi(tmp_path_factory, *extra, config=()):
     if shutil.which("snakemake") is None:
         pytest.skip("snakemake not installed")
     out = tmp_path_factory.mktemp("gpu_yaml_multi")
     env = dict(os.environ, CUDA_VISIBLE_DEVICES="0,1,2,3")
     r = subprocess.run(["snakemake", "-n", "--printshellcmds", "--cores", "64", *extra, "--configfile", "config/gpu.yaml",
-                        "--config", f"results_dir={out}", "machine=nvidia-h200"], cwd=REPO, capture_output=True,
-                       text=True, env=env)
+                        "--config", f"results_dir={out}", "machine=nvidia-h200", *config], cwd=REPO,
+                       capture_output=True, text=True, env=env)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     return r.stdout + r.stderr
 
@@ -94,24 +94,41 @@ def dry4(tmp_path_factory):
     return _dry_multi(tmp_path_factory, "--resources", "gpu=4")
 
 
-def test_four_gpus_one_timing_job_per_gpu(dry4):
+CPU_TIMING_RULES = {"bsp_run", "bsp_bench_case", "bsp_table2_000_krylov"}
+
+
+def test_four_gpus_four_slices(dry4):
+    # gpu.yaml's host_slices: the host is four one-GPU hosts; every timing job, CPU or GPU, takes
+    # a slice (a GPU and a quarter of the cores, pinned: --gpu slice), so four run side by side
     jobs = _jobs(dry4)
     gpu_jobs = [j for j in jobs if j["gpu"]]
-    assert {j["rule"] for j in gpu_jobs} >= GPU_TIMING_RULES | {"iv_point", "rgf_scaling_run", "vecops_table1"}
+    assert {j["rule"] for j in gpu_jobs} >= GPU_TIMING_RULES | CPU_TIMING_RULES | {"iv_point", "rgf_scaling_run",
+                                                                                   "vecops_table1"}
     for j in gpu_jobs:
         assert j["gpu"] == 1, j  # the local total (--resources gpu=4) = GPU jobs at once
         if j["rule"].startswith("iv_"):  # many bias points per GPU: shared
             assert " --gpu auto " in j["shell"] and "--gpu exclusive" not in j["shell"], j
-        else:  # timings: a GPU of their own
-            assert re.search(r"-m solver --gpu exclusive(:1)? ", j["shell"]), j
-    # a GPU timing job holds a quarter of the cores (four run side by side); a CPU timing run all of them
-    for j in jobs:
-        if j["rule"] in GPU_TIMING_RULES:
+        elif j["rule"] == "rgf_scaling_run":  # W workers take W GPUs
+            assert re.search(r"-m solver --gpu exclusive:\d+ ", j["shell"]), j
+        else:
+            assert re.search(r"-m solver --gpu slice ", j["shell"]), j
+        if j["rule"] in GPU_TIMING_RULES | CPU_TIMING_RULES:
             assert j["threads"] == 16, j
-        if j["rule"] in ("bsp_run", "bsp_bench_case"):
-            assert j["threads"] == 64, j
+    # the numba runs keep their own thread counts inside the slice
+    assert re.search(r"NUMBA_NUM_THREADS=1 \S+ -m solver --gpu slice run \S+ --out \S+/numba_t1 --backend numba "
+                     r"--threads 1 ", dry4)
     assert sum(j["rule"] == "bsp_bench_case_gpu" for j in jobs) == 9
     assert not [j for j in jobs if not j["gpu"] and "--gpu" in j["shell"]]
+
+
+def test_four_gpus_without_slices_a_cpu_timing_run_holds_the_host(tmp_path_factory):
+    jobs = _jobs(_dry_multi(tmp_path_factory, "--resources", "gpu=4", config=["host_slices=False"]))
+    for j in jobs:
+        if j["rule"] in GPU_TIMING_RULES:  # a GPU of their own, a quarter of the cores each
+            assert j["threads"] == 16 and j["gpu"] == 1, j
+            assert re.search(r"-m solver --gpu exclusive(:1)? ", j["shell"]), j
+        if j["rule"] in CPU_TIMING_RULES:  # every core, no GPU
+            assert j["threads"] == 64 and j["gpu"] == 0 and "--gpu" not in j["shell"], j
 
 
 def test_four_gpus_one_gpu_job_at_a_time_by_default(tmp_path_factory):

@@ -51,14 +51,14 @@ _RUN_OUTPUTS = dict(
 # outputs) and resumes from it.  profiles_t0.csv is written only by a fresh start (not on resume),
 # so it is not declared either.
 # Thread pools are pinned to the variant's thread count explicitly (Snakemake's own pinning follows
-# `threads:`, which is all cores for exclusive runs).
+# `threads:`, which is all cores for exclusive runs, or a slice's: config host_slices, common.smk).
 _RUN_SHELL = ("OMP_NUM_THREADS={wildcards.nthreads} OPENBLAS_NUM_THREADS={wildcards.nthreads} "
               "MKL_NUM_THREADS={wildcards.nthreads} NUMBA_NUM_THREADS={wildcards.nthreads} "
-              "{SOLVER} run {input.cfg:q} --out {params.out:q} --backend {wildcards.backend} "
+              "{SOLVER_CPU_TIMING} run {input.cfg:q} --out {params.out:q} --backend {wildcards.backend} "
               "--threads {wildcards.nthreads} --no-progress {params.sets} > {log:q} 2>&1")
 
 # the cupy runs: a GPU of their own on a host with several (solver/gpuslot.py; common.smk)
-_RUN_SHELL_GPU = _RUN_SHELL.replace("{SOLVER} run ", "{SOLVER_GPU} run ")
+_RUN_SHELL_GPU = _RUN_SHELL.replace("{SOLVER_CPU_TIMING} run ", "{SOLVER_GPU} run ")
 _RUN_WILDCARDS = dict(timespec=r"steps\d+|ps\d+(\.\d+)?(e-?\d+)?", mesh=r"\d+x\d+x\d+x\d+x\d+", nthreads=r"\d+")
 
 
@@ -78,10 +78,11 @@ rule bsp_run:
     params:
         out=lambda wc, output: os.path.dirname(output.run),
         sets=_run_sets,
-    # bsp.exclusive: a timing run holds every core, so no other job disturbs its timers
+    # bsp.exclusive: a timing run holds every core (or its slice: host_slices), so no other job
+    # disturbs its timers
     threads: lambda wc: max(BSP_EXCLUSIVE, int(wc.nthreads))
     resources:
-        **cluster(mem_mb=bsp_run_mem_mb, runtime=bsp_run_minutes),
+        **cluster(gpu=CPU_TIMING_GPU, mem_mb=bsp_run_mem_mb, runtime=bsp_run_minutes),
     group:
         bsp_run_group
     log:
@@ -365,14 +366,14 @@ rule bsp_table2_000_krylov:
         threads=",".join(str(int(t)) for t in _KRYLOV["threads"]),
     threads: max(BSP_EXCLUSIVE, *(int(t) for t in _KRYLOV["threads"]))
     resources:
-        **cluster(mem_mb=bsp_mem_mb(_KRYLOV["mesh"]), runtime=bsp_krylov_minutes(_KRYLOV["mesh"], _KRYLOV["steps"])),
+        **cluster(gpu=CPU_TIMING_GPU, mem_mb=bsp_mem_mb(_KRYLOV["mesh"]), runtime=bsp_krylov_minutes(_KRYLOV["mesh"], _KRYLOV["steps"])),
     log:
         logf("bsp", "table2_krylov"),
     benchmark:
         bench("bsp", "table2_krylov")
     shell:
         "OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1 "
-        "{SOLVER} bsp krylov {input.cfg:q} --out {params.out:q} --systems {params.out:q}/systems.h5 {params.sets} "
+        "{SOLVER_CPU_TIMING} bsp krylov {input.cfg:q} --out {params.out:q} --systems {params.out:q}/systems.h5 {params.sets} "
         f"--steps {int(_KRYLOV['steps'])} --solvers {{params.solvers}} --precond {{params.precond}} "
         f"--threads {{params.threads}} --tol {float(_KRYLOV['tol']):g} --maxiter {int(_KRYLOV['maxiter'])} "
         f"--drop-tol {float(_KRYLOV['drop_tol']):g} --fill-factor {float(_KRYLOV['fill_factor']):g} > {{log:q}} 2>&1"
@@ -495,7 +496,7 @@ rule bsp_fig10_000_overlap:
 
 
 # the step benchmark: every case of bsp.bench one job (rule bsp_bench_case on the CPU, holding every
-# core; bsp_bench_case_gpu on a GPU of its own with its share of the cores), so that the GPU cases
+# core or a slice; bsp_bench_case_gpu on a GPU of its own with its share of the cores), so that the GPU cases
 # spread over the GPUs of a host; rule bsp_bench merges them in the config's order
 _BENCH_CASE = res("bsp", "bench", "cases", "{mesh}_{backend}_t{nthreads}_s{steps}_w{warmup}")
 _BENCH_CASE_OUTPUTS = dict(steps=f"{_BENCH_CASE}/steps.csv", spread=f"{_BENCH_CASE}/steps_spread.csv",
@@ -514,7 +515,8 @@ _BENCH_PARAMS = dict(
 
 
 rule bsp_bench_case:
-    """One CPU case of config bsp.bench (python -m solver bsp bench --case ...), holding every core."""
+    """One CPU case of config bsp.bench (python -m solver bsp bench --case ...), holding every core
+    (or a slice of the host: config host_slices)."""
     input:
         cfg=BSP_RUN_CONFIG,
     output:
@@ -524,10 +526,10 @@ rule bsp_bench_case:
         **_BENCH_CASE_WILDCARDS,
     params:
         **_BENCH_PARAMS,
-        solver=SOLVER,
+        solver=SOLVER_CPU_TIMING,
     threads: BSP_EXCLUSIVE_THREADS
     resources:
-        **cluster(mem_mb=lambda wc: bsp_mem_mb(wc.mesh), runtime=bsp_bench_case_minutes),
+        **cluster(gpu=CPU_TIMING_GPU, mem_mb=lambda wc: bsp_mem_mb(wc.mesh), runtime=bsp_bench_case_minutes),
     log:
         logf("bsp", _BENCH_NAME),
     shell:

@@ -56,7 +56,14 @@ def _cores():
 
 GPU_JOBS = _gpu_jobs()
 GPU_THREADS = max(1, _cores() // GPU_JOBS)
-SOLVER_GPU = f"{SOLVER} --gpu exclusive"
+# config host_slices (docs/workflow.md, "Host slices"): with several GPU jobs at a time, a host of
+# n GPUs is n one-GPU hosts.  Every timing job, the CPU ones (numpy, numba, Krylov) included, takes a
+# slice: a GPU of its own and that GPU's share of the cores, pinned (`--gpu slice`), so CPU and GPU
+# timings run side by side instead of a CPU timing run holding the whole host alone.
+HOST_SLICES = bool(config.get("host_slices", False)) and USE_GPU and GPU_JOBS > 1
+SOLVER_GPU = f"{SOLVER} --gpu {'slice' if HOST_SLICES else 'exclusive'}"
+SOLVER_CPU_TIMING = SOLVER_GPU if HOST_SLICES else SOLVER  # a CPU timing run: a slice, or the whole host
+CPU_TIMING_GPU = 1 if HOST_SLICES else 0  # the gpu resource a CPU timing run holds (its slice's GPU)
 if USE_GPU and workflow.local_exec and not workflow.remote_exec and HOST_GPUS > GPU_JOBS:
     print(f"note: {HOST_GPUS} GPUs visible, {GPU_JOBS} GPU job(s) at a time (resource gpu); "
           f"--resources gpu={HOST_GPUS} runs one per GPU (docs/workflow.md)", file=sys.stderr)
@@ -237,7 +244,7 @@ def bsp_bench_cases():
 if enabled("bsp"):
     validate(config["bsp"], "../schemas/bsp.schema.yaml")
 
-BSP_EXCLUSIVE_THREADS = 1 << 20  # Snakemake caps threads at --cores: "all of them"
+BSP_EXCLUSIVE_THREADS = GPU_THREADS if HOST_SLICES else 1 << 20  # every core (Snakemake caps at --cores), or a slice's
 BSP_EXCLUSIVE = BSP_EXCLUSIVE_THREADS if bsp_get("exclusive", default=True) else 1
 # a GPU timing job holds its share of the host's cores (all of them with one GPU job at a time)
 BSP_GPU_THREADS = GPU_THREADS if bsp_get("exclusive", default=True) else 1
