@@ -174,7 +174,7 @@ CASES = [
     ("table1-rows", ["rgf", "table1", "--out", "{tmp}/out/t.csv", "--rows", "-5"], None, ["--rows", "'-5'", ">= 1"]),
     ("cost-sections", ["rgf", "cost", "--out", "{tmp}/out/c.csv", "--sections", "1x0"], None,
      ["--sections", "'1x0'", "NYxNZ"]),
-    ("cases-cases", ["rgf", "cases", "--out", "{tmp}/out/c.csv", "--cases", "1,5"], None, ["--cases", "'1,5'", "1 .. 4"]),
+    ("cases-cases", ["rgf", "cases", "--out", "{tmp}/out/c.csv", "--cases", "1,6"], None, ["--cases", "'1,6'", "1 .. 5"]),
     ("wire-sizes", ["rgf", "wire-gaps", "--out", "{tmp}/out/w.csv", "--sizes", "0"], None,
      ["--sizes", "'0'", "integers >= 1"]),
     ("scaling-workers", ["rgf", "scaling-run", "--workers", "0", "--chunks", "2", "--out", "{tmp}/out/s.csv",

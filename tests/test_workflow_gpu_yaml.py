@@ -110,6 +110,8 @@ def test_four_gpus_four_slices(dry4):
             assert " --gpu auto " in j["shell"] and "--gpu exclusive" not in j["shell"], j
         elif j["rule"] == "rgf_scaling_run":  # W workers take W GPUs
             assert re.search(r"-m solver --gpu exclusive:\d+ ", j["shell"]), j
+        elif j["rule"] == "rgf_table3_fig7_cases":  # every core and a GPU (case 5): not pinned to a slice
+            assert j["threads"] == 64 and re.search(r"NUMBA_NUM_THREADS=64 \S+ -m solver --gpu exclusive rgf ", j["shell"]), j
         else:
             assert re.search(r"-m solver --gpu slice ", j["shell"]), j
         if j["rule"] in GPU_TIMING_RULES | CPU_TIMING_RULES:

@@ -142,7 +142,7 @@ if enabled("rgf"):
             fig=report(res("rgf", "fig7_cases.png"), caption=report_caption("rgf_figures"), category="paper 002"),
         params:
             cases=",".join(map(str, RGF_CASES)),
-            solver=SOLVER_GPU if 5 in RGF_CASES else SOLVER,  # case 5 on a GPU of its own; 1-4 on every core
+            solver=SOLVER_GPU_HOST if 5 in RGF_CASES else SOLVER,  # case 5 on a GPU of its own; 1-4 on every core
         log:
             logf("rgf", "cases"),
         benchmark:
