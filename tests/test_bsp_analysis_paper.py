@@ -40,3 +40,41 @@ def test_paper_runs_weights():
     wi = A.weights(A.paper_runs_000(), "ITER", A.ITER_STEPS)
     assert wi["ITER/eigen"].iloc[0] == 0.23 and wi["other"].iloc[0] == pytest.approx(1.22 - 0.23 - 0.37 - 0.59)
     assert A.variant_label(w.index[0]) == "paper 000 (E5-2630, K40c): sequential"
+
+
+def _run_row(variant, backend, threads, iter_s, sections=None):
+    row = {"machine": "m", "variant": variant, "backend": backend, "threads": threads, "step": 1.0, "BTE": 0.8,
+           "DENS": 0.01, "ITER": iter_s, "BTE/RK": 0.5, "BTE/WENO_x": 0.2}
+    row.update(sections or {})
+    return row
+
+
+def test_iter_sections_come_from_the_sections_runs():
+    # a graphed timing run times ITER only (its sections 0); its sections run (iter_graph false)
+    # times them: Table 3 of 001, Table 5's section columns and the ITER weights read those, the
+    # step / BTE / ITER columns stay the timing run's
+    parts = {"ITER/eigen": 0.02, "ITER/Frechet": 0.01, "ITER/construct_linsys": 0.005, "ITER/solve_linsys": 0.015}
+    zero = dict.fromkeys(parts, 0.0)
+    runs = pd.DataFrame([_run_row("numpy_t1", "numpy", 1, 0.06, {**parts, "ITER/eigen": 0.04}),
+                         _run_row("numba_t1", "numba", 1, 0.04, zero),
+                         _run_row("cupy_t1", "cupy", 1, 0.001, zero)])
+    sections = pd.DataFrame([_run_row("numba_t1", "numba", 1, 0.05, parts),
+                             _run_row("numba_t9", "numba", 9, 0.05, parts)])  # no timing run: ignored
+    sec = A.with_sections(runs, sections)
+    assert sorted(sec["variant"]) == ["cupy_t1", "numba_t1", "numpy_t1"]
+    assert dict(zip(sec["variant"], sec["sections"])) == {"numpy_t1": "timing", "numba_t1": "sections",
+                                                          "cupy_t1": "timing"}
+    t5 = A.section_columns(A.phase_table(runs, A.TABLE5_000), A.phase_table(sec, A.TABLE5_000), sec)
+    assert A.TABLE5_SECTION_COLUMNS == ("lin. sys.", "Schrod.", "NR kernel")
+    assert t5.loc["numba_t1", "Schrod."] == 0.02 and t5.loc["numba_t1", "lin. sys."] == 0.015
+    assert t5.loc["numba_t1", "ITER"] == 0.04  # the graphed timing run's ITER
+    assert t5.loc["numpy_t1", "Schrod."] == 0.04 and t5.loc["cupy_t1", "Schrod."] == 0.0
+    assert [A.SECTIONS_NOTE in t5.loc[v, "note"] for v in ("numpy_t1", "numba_t1", "cupy_t1")] == [False, True, False]
+    t3 = A.section_columns(A.phase_table(runs, A.TABLE3_001), A.phase_table(sec, A.TABLE3_001), sec, A.TABLE3_001)
+    assert list(t3.loc["numba_t1", list(A.TABLE3_001)]) == [0.02, 0.01, 0.005, 0.015]
+    w = A.weights(sec, "ITER", A.ITER_STEPS)
+    assert w.loc["numba_t1", "ITER/eigen [%]"] == pytest.approx(40.0)  # 0.02 of the sections run's 0.05
+    # without sections runs: the timing runs as they are, no note
+    t5_plain = A.section_columns(A.phase_table(runs, A.TABLE5_000), A.phase_table(A.with_sections(runs, None),
+                                 A.TABLE5_000), A.with_sections(runs, None))
+    assert t5_plain.loc["numba_t1", "Schrod."] == 0.0 and not t5_plain["note"].str.contains("sections").any()

@@ -30,8 +30,9 @@ def _count(dry, rule):
 def test_job_counts(dry):
     # timing: numpy + numba x5 (+ cupy); scaling: 5 doubled meshes x (numba x5 + cupy);
     # grids: 4 more grids x (numba x5 + cupy); convergence: 5 cupy runs at 0.1 ps
-    assert _count(dry, "bsp_run") == 6 + 25 + 20
-    assert _count(dry, "bsp_run_gpu") == 1 + 5 + 4 + 5
+    # sections: numba x5 + cupy on the timing mesh with the Newton iteration ungraphed
+    assert _count(dry, "bsp_run") == 6 + 25 + 20 + 5
+    assert _count(dry, "bsp_run_gpu") == 1 + 5 + 4 + 5 + 1
     assert _count(dry, "bsp_bench_case") == 5 and _count(dry, "bsp_bench_case_gpu") == 9  # one job per bench case
     for rule in ("bsp_validate", "bsp_bench", "bsp_table4_000_kernel_profile", "bsp_tables1_4_001_iter_kernels",
                  "bsp_fig10_000_overlap", "compare_ceilings"):
@@ -48,7 +49,12 @@ def test_run_lengths_and_checkpoints(dry):
     assert {m for ts, m, v in runs if ts == "ps0.1" and v == "cupy_t1"} == {"6x33x33x150x24", "6x49x49x225x36", "6x65x65x300x48",
                                                                   "6x97x97x450x72", "6x129x129x600x96"}
     for line in re.findall(r"solver (?:--gpu exclusive )?run .*", dry):
-        assert bool(re.search(r"output\.checkpoint_every_steps=5(?!\d)", line)) == ("/runs/steps" in line), line
+        assert bool(re.search(r"output\.checkpoint_every_steps=5(?!\d)", line)) == ("/runs/steps" in line or
+                                                                                "/runs/sections" in line), line
+        # the sections runs (and only they) time the Newton iteration ungraphed
+        assert ("numerics.iter_graph=false" in line) == ("/runs/sections22/" in line), line
+    assert {(m, v) for ts, m, v in runs if ts == "sections22"} == {
+        ("6x65x65x300x48", v) for v in ("numba_t1", "numba_t2", "numba_t4", "numba_t8", "numba_t16", "cupy_t1")}
 
 
 # ------------------------------------------------------------------ several GPUs on one host

@@ -407,6 +407,43 @@ def weights(runs: pd.DataFrame, parent: str, children, by: str = "variant") -> p
     return _note(out, runs, children)
 
 
+SECTIONS_NOTE = "ITER sections from the sections runs (numerics.iter_graph=false)"
+# the columns of Table 5 of 000 that sum ITER sections
+TABLE5_SECTION_COLUMNS = tuple(k for k, parts in TABLE5_000.items() if set(parts) <= set(ITER_STEPS))
+
+
+def with_sections(runs: pd.DataFrame, sections: pd.DataFrame | None) -> pd.DataFrame:
+    """The runs whose ITER sections are to be read: every run of ``runs`` (the timing runs), a
+    variant with a run in ``sections`` (bsp.sections: the timing mesh with numerics.iter_graph=false)
+    replaced by that run as a whole (its ITER is the ungraphed one, so its sections add up to it); a
+    column 'sections' says which ('sections' or 'timing').  The graphed Newton iteration (iter_graph
+    auto: cupy, numba) times ITER only, so a timing run's sections are missing or cover only the
+    steps that left the graph."""
+    out = runs.assign(sections="timing")
+    if sections is None or not len(sections):
+        return out
+    sec = sections[sections["variant"].isin(runs["variant"])].assign(sections="sections")
+    keep = out[~out["variant"].isin(sec["variant"])]
+    return pd.concat([keep, sec.reindex(columns=out.columns)], ignore_index=True)
+
+
+def section_columns(table: pd.DataFrame, sectioned: pd.DataFrame, runs: pd.DataFrame,
+                    columns=TABLE5_SECTION_COLUMNS) -> pd.DataFrame:
+    """``table`` (a phase table of the timing runs, index = variant) with ``columns`` taken from
+    ``sectioned`` (the same table of :func:`with_sections`' runs), and SECTIONS_NOTE added to the
+    note of the rows whose sections came from a sections run."""
+    out = table.copy()
+    for c in columns:
+        if c in sectioned:
+            out[c] = sectioned[c].reindex(out.index)
+    src = runs.drop_duplicates("variant").set_index("variant")["sections"].reindex(out.index)
+    if (src == "sections").any():
+        note = out["note"] if "note" in out else pd.Series("", index=out.index)
+        add = np.where(src == "sections", SECTIONS_NOTE, "")
+        out["note"] = ["; ".join(x for x in (a, b) if x) for a, b in zip(note.fillna(""), add)]
+    return out
+
+
 def speedups(table: pd.DataFrame, baseline: str) -> pd.DataFrame:
     """Speedup of every row of a phase table (index = variant) relative to row ``baseline``:
     t_baseline / t, per column (a 'note' column is carried over as it is)."""

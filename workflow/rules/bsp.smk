@@ -59,7 +59,7 @@ _RUN_SHELL = ("OMP_NUM_THREADS={wildcards.nthreads} OPENBLAS_NUM_THREADS={wildca
 
 # the cupy runs: a GPU of their own on a host with several (solver/gpuslot.py; common.smk)
 _RUN_SHELL_GPU = _RUN_SHELL.replace("{SOLVER_CPU_TIMING} run ", "{SOLVER_GPU} run ")
-_RUN_WILDCARDS = dict(timespec=r"steps\d+|ps\d+(\.\d+)?(e-?\d+)?", mesh=r"\d+x\d+x\d+x\d+x\d+", nthreads=r"\d+")
+_RUN_WILDCARDS = dict(timespec=r"steps\d+|sections\d+|ps\d+(\.\d+)?(e-?\d+)?", mesh=r"\d+x\d+x\d+x\d+x\d+", nthreads=r"\d+")
 
 
 def _run_sets(wildcards):
@@ -125,7 +125,7 @@ rule bsp_collect:
     output:
         res("bsp", "tables", "{series}_runs.csv"),
     wildcard_constraints:
-        series="timing|scaling|grids",
+        series="timing|scaling|grids|sections",
     params:
         warmup=bsp_get("warmup_steps", default=1),
         machine=MACHINE,
@@ -141,9 +141,11 @@ def _caption(name, paper, subcategory):
 
 
 rule bsp_phase_tables:
-    """Table 5 of 000; Tables 2-3 of 001; speedups (Fig 15 of 000, Figs 7-9 of 001); weights."""
+    """Table 5 of 000; Tables 2-3 of 001; speedups (Fig 15 of 000, Figs 7-9 of 001); weights.  The
+    ITER sections come from the sections runs (bsp.sections) where the config has them."""
     input:
-        res("bsp", "tables", "timing_runs.csv"),
+        timing=res("bsp", "tables", "timing_runs.csv"),
+        sections=[res("bsp", "tables", "sections_runs.csv")] if BSP_SECTIONS_VARIANTS else [],
     output:
         table5=report(res("bsp", "tables", "table5_phases_000.csv"), **_caption("bsp_table5_000", "000", "phase timing")),
         table2=report(res("bsp", "tables", "table2_phases_001.csv"), **_caption("bsp_table2_001", "001", "phase timing")),

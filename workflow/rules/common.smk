@@ -214,11 +214,12 @@ def bsp_run(timespec, mesh, variant, name="run.json"):
     return res("bsp", "runs", timespec, mesh, variant, name)
 
 
-def bsp_steps(series, variant=None):
-    """steps<N> of a series' runs: bsp.<series>.steps, capped by the variant's max_steps."""
+def bsp_steps(series, variant=None, prefix="steps"):
+    """steps<N> (or another prefix: sections<N>) of a series' runs: bsp.<series>.steps, capped by
+    the variant's max_steps."""
     steps = int(bsp_get(series, "steps", default=10))
     cap = BSP_STEP_CAPS.get(variant) if variant else None
-    return f"steps{min(steps, cap) if cap else steps}"
+    return f"{prefix}{min(steps, cap) if cap else steps}"
 
 
 def bsp_set_options(sets):
@@ -258,6 +259,11 @@ BSP_SCALING_REF = bsp_get("scaling", "reference", default="6x65x65x300x48")
 BSP_SCALING_DIMS = bsp_get("scaling", "dims", default=list(BSP_MESH_DIMS))
 BSP_SCALING_VARIANTS = [v for v in (bsp_get("scaling", "variants") or BSP_VARIANTS) if v in BSP_VARIANTS]
 BSP_GRID_VARIANTS = [v for v in (bsp_get("grids", "variants") or BSP_VARIANTS) if v in BSP_VARIANTS]
+# bsp.sections: runs of the timing mesh with numerics.iter_graph=false, whose ITER sections (eigen,
+# Frechet, construct_linsys, solve_linsys) are timed in every Newton iteration; the graphed
+# iteration of the timing runs (iter_graph auto: cupy, numba) times ITER only.  Table 3 and Figs 8-9
+# of 001, Fig 13 and the section columns of Table 5 of 000 take their sections from these runs.
+BSP_SECTIONS_VARIANTS = [v for v in (bsp_get("sections", "variants") or []) if v in BSP_VARIANTS]
 BSP_GRID_MESHES = bsp_meshes(bsp_get("grids", "table", default="config/bsp/grids.tsv")) if enabled("bsp") else []
 # the coarse 0.1 ps validation against the authors' reference (rule bsp_validate): a run of the
 # reference's mesh to 0.1 ps with bsp.validation.variant (the convergence sequence's run when it
@@ -286,7 +292,7 @@ if enabled("bsp") and BSP_BASELINE not in BSP_VARIANTS:
 
 
 def bsp_series_runs(series):
-    """run.json of every run of a series: timing, scaling, grids."""
+    """run.json of every run of a series: timing, scaling, grids, sections."""
     if series == "timing":
         return [bsp_run(bsp_steps("timing", v), BSP_TIMING_MESH, v) for v in BSP_VARIANTS]
     if series == "scaling":
@@ -294,13 +300,20 @@ def bsp_series_runs(series):
         return [bsp_run(bsp_steps("scaling", v), m, v) for m in meshes for v in BSP_SCALING_VARIANTS]
     if series == "grids":
         return [bsp_run(bsp_steps("grids", v), m, v) for m in BSP_GRID_MESHES for v in BSP_GRID_VARIANTS]
+    if series == "sections":
+        return [bsp_run(bsp_steps("sections", v, "sections"), BSP_TIMING_MESH, v) for v in BSP_SECTIONS_VARIANTS]
     raise ValueError(series)
 
 
 def bsp_set_list(mesh, timespec):
-    """KEY=VALUE overrides of one run: the mesh, the time span, then the config's extra overrides."""
+    """KEY=VALUE overrides of one run: the mesh, the time span (sections<N>: N steps with the Newton
+    iteration ungraphed, bsp.sections), then the config's extra overrides."""
     sets = [f"mesh.{k}={v}" for k, v in bsp_parse_mesh(mesh).items()]
-    if timespec.startswith("steps"):
+    if timespec.startswith("sections"):
+        sets += [f"time.steps={int(timespec[8:])}", "time.t_end_ps=null", "numerics.iter_graph=false"]
+        if bsp_get("checkpoint_steps"):
+            sets.append(f"output.checkpoint_every_steps={int(bsp_get('checkpoint_steps'))}")
+    elif timespec.startswith("steps"):
         sets += [f"time.steps={int(timespec[5:])}", "time.t_end_ps=null"]
         if bsp_get("checkpoint_steps"):  # timing runs longer than a job's time slot resume from these
             sets.append(f"output.checkpoint_every_steps={int(bsp_get('checkpoint_steps'))}")
@@ -314,7 +327,8 @@ def bsp_check_runs():
     (solver.bsp.model.load: the message names the key)."""
     from solver.bsp import model as bsp_model
 
-    plans = {tuple(Path(r).parts[-4:-2][::-1]) for s in ("timing", "scaling", "grids") for r in bsp_series_runs(s)}
+    plans = {tuple(Path(r).parts[-4:-2][::-1]) for s in ("timing", "scaling", "grids", "sections")
+             for r in bsp_series_runs(s)}
     plans |= {(m, BSP_CONV_TIME) for m in BSP_CONV_MESHES}
     if BSP_VALIDATION:
         plans.add((BSP_VALIDATION_MESH, "ps0.1"))
@@ -361,8 +375,8 @@ def bsp_mem_mb(mesh, copies=BSP_PHI_COPIES):
 
 def bsp_step_count(mesh, timespec):
     """Time steps of a run: steps<N>, or ps<T> estimated from the x mesh (CFL)."""
-    if timespec.startswith("steps"):
-        return int(timespec[5:])
+    if timespec.startswith("steps") or timespec.startswith("sections"):
+        return int(timespec[8:] if timespec.startswith("sections") else timespec[5:])
     return math.ceil(400 * (bsp_parse_mesh(mesh)["NX"] - 1) * float(timespec[2:]))
 
 
