@@ -10,7 +10,8 @@
 # From the repository root of a copy of the code (see docs/reproduction.md, "Running config/gpu.yaml"):
 #   python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/site .whl/*.whl
 #   export PYTHONPATH=$PWD:/tmp/site PATH=/tmp/site/bin:$PATH SOLVER_SOURCE_COMMIT=<commit> PYTHONUNBUFFERED=1
-#   bash tools/bsp/gpu_yaml_device.sh                      # everything (about 2.3 h on an H200 host)
+#   bash tools/bsp/gpu_yaml_device.sh                      # everything: 14.3 min on a 4-H200 host (host_slices, 3 chunks),
+#                                                          # ~44 min of job time in series on one GPU (docs/reproduction.md)
 #   TARGETS="bsp_all" bash tools/bsp/gpu_yaml_device.sh    # or a part: rule names or files
 #   FINAL=1 bash tools/bsp/gpu_yaml_device.sh              # last call: also the HTML report
 # Files back in $OUT (at most 8, 16 MiB each): results_<machine>.tgz (every csv/json/png/md/log/tsv of
@@ -57,8 +58,9 @@ timeout --signal=INT --kill-after=20 "$left" snakemake --cores "$CORES" --resour
 rc=$?
 echo "snakemake exit $rc after $(( $(date +%s) - t0 )) s (124: stopped at the limit; call again)"
 
+# the jobs still to run (the targets without --prioritize and its files; after "--": options end there)
 # shellcheck disable=SC2086
-snakemake -n --quiet rules --configfile "$CONFIG" $TARGETS > "$OUT/status.txt" 2>&1
+snakemake -n --configfile "$CONFIG" --quiet rules -- ${TARGETS%%--prioritize*} > "$OUT/status.txt" 2>&1
 if [ "${FINAL:-0}" = 1 ]; then
     snakemake --cores 16 --configfile "$CONFIG" --report "$OUT/report.html" >> "$OUT/snakemake_$n.log" 2>&1
 fi
