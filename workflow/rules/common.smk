@@ -63,7 +63,7 @@ GPU_THREADS = max(1, _cores() // GPU_JOBS)
 HOST_SLICES = bool(config.get("host_slices", False)) and USE_GPU and GPU_JOBS > 1
 SOLVER_GPU = f"{SOLVER} --gpu {'slice' if HOST_SLICES else 'exclusive'}"
 SOLVER_CPU_TIMING = SOLVER_GPU if HOST_SLICES else SOLVER  # a CPU timing run: a slice, or the whole host
-SOLVER_GPU_HOST = f"{SOLVER} --gpu exclusive"  # a GPU job that holds every core: a GPU of its own, never pinned to a slice
+SOLVER_GPU_HOST = f"{SOLVER} --gpu exclusive"  # a GPU job holding every core: never pinned to a slice
 CPU_TIMING_GPU = 1 if HOST_SLICES else 0  # the gpu resource a CPU timing run holds (its slice's GPU)
 if USE_GPU and workflow.local_exec and not workflow.remote_exec and HOST_GPUS > GPU_JOBS:
     print(f"note: {HOST_GPUS} GPUs visible, {GPU_JOBS} GPU job(s) at a time (resource gpu); "
@@ -305,16 +305,23 @@ def bsp_series_runs(series):
     raise ValueError(series)
 
 
+def bsp_timespec_steps(timespec):
+    """N of a run folder's steps<N> or sections<N>; None for ps<T> (a run to T ps)."""
+    for prefix in ("steps", "sections"):
+        if timespec.startswith(prefix):
+            return int(timespec[len(prefix):])
+    return None
+
+
 def bsp_set_list(mesh, timespec):
     """KEY=VALUE overrides of one run: the mesh, the time span (sections<N>: N steps with the Newton
     iteration ungraphed, bsp.sections), then the config's extra overrides."""
     sets = [f"mesh.{k}={v}" for k, v in bsp_parse_mesh(mesh).items()]
-    if timespec.startswith("sections"):
-        sets += [f"time.steps={int(timespec[8:])}", "time.t_end_ps=null", "numerics.iter_graph=false"]
-        if bsp_get("checkpoint_steps"):
-            sets.append(f"output.checkpoint_every_steps={int(bsp_get('checkpoint_steps'))}")
-    elif timespec.startswith("steps"):
-        sets += [f"time.steps={int(timespec[5:])}", "time.t_end_ps=null"]
+    steps = bsp_timespec_steps(timespec)
+    if steps is not None:
+        sets += [f"time.steps={steps}", "time.t_end_ps=null"]
+        if timespec.startswith("sections"):
+            sets.append("numerics.iter_graph=false")
         if bsp_get("checkpoint_steps"):  # timing runs longer than a job's time slot resume from these
             sets.append(f"output.checkpoint_every_steps={int(bsp_get('checkpoint_steps'))}")
     else:
@@ -374,9 +381,10 @@ def bsp_mem_mb(mesh, copies=BSP_PHI_COPIES):
 
 
 def bsp_step_count(mesh, timespec):
-    """Time steps of a run: steps<N>, or ps<T> estimated from the x mesh (CFL)."""
-    if timespec.startswith("steps") or timespec.startswith("sections"):
-        return int(timespec[8:] if timespec.startswith("sections") else timespec[5:])
+    """Time steps of a run: steps<N> (sections<N>), or ps<T> estimated from the x mesh (CFL)."""
+    steps = bsp_timespec_steps(timespec)
+    if steps is not None:
+        return steps
     return math.ceil(400 * (bsp_parse_mesh(mesh)["NX"] - 1) * float(timespec[2:]))
 
 
