@@ -78,3 +78,23 @@ def test_iter_sections_come_from_the_sections_runs():
     t5_plain = A.section_columns(A.phase_table(runs, A.TABLE5_000), A.phase_table(A.with_sections(runs, None),
                                  A.TABLE5_000), A.with_sections(runs, None))
     assert t5_plain.loc["numba_t1", "Schrod."] == 0.0 and not t5_plain["note"].str.contains("sections").any()
+
+
+def test_sections_runs_time_the_sections_in_every_step(tmp_path):
+    # the premise of bsp.sections: with the Newton iteration graphed (numerics.iter_graph, numba here)
+    # a step that keeps the Jacobian times ITER only; with iter_graph false every step times eigen
+    from solver.backend import get_backend
+    from solver.bsp.model import load
+    from solver.bsp.simulation import Simulation
+
+    steps = {}
+    for graph in ("true", "false"):
+        cfg = load(None, ["mesh.N_sbn=6", "mesh.NX=17", "mesh.NZ=17", "mesh.NW=24", "mesh.NPHI=8", "time.steps=5",
+                          "time.t_end_ps=null", "numerics.backend=numba", "numerics.threads=1",
+                          f"numerics.iter_graph={graph}", "output.progress=false", "output.checkpoint_every_steps=0"])
+        sim = Simulation(cfg, get_backend("numba"), tmp_path / graph, progress=False)
+        sim.run()
+        t = pd.read_csv(tmp_path / graph / "timers.csv")
+        steps[graph] = sorted(set(t.loc[t["phase"] == "step/ITER/eigen", "step"]))
+    assert steps["false"] == [1, 2, 3, 4, 5]
+    assert steps["true"] != steps["false"] and 1 in steps["true"]  # the kept-Jacobian steps: ITER only
