@@ -30,14 +30,9 @@ from solver.bsp.kernels.cuda import _build
 
 SOURCE = "scattering.cu"
 OPTIONS = ("--fmad=false",)
-BLOCK = 128
 OVL_THREADS = 1024  # bsp_overlap's most threads per block (a thread per pair (a, b) up to this)
 OVL_TILE = 6144  # bsp_overlap's shared tile (doubles, 48 KB: the static limit; passed as the define OVL_TILE)
 LPT = 2  # energies per thread of gain / loss (one block per row: 32 ceil(NW / 64) threads; NW = 300: 160)
-
-
-def _launch(kernel, nthreads, args):
-    _build.launch(_build.function(SOURCE, kernel, OPTIONS), nthreads, BLOCK, args)
 
 
 def row_threads(NW):
