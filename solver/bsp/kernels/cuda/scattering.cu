@@ -184,23 +184,65 @@ __global__ void bsp_scat_loss(const double* __restrict__ eps, const double* __re
 #endif
 
 
-/* ------------------------------------------------------------------ overlap (numerics.bte_graph)
-   thread = (i, a, b), a and b the (nu, p) pairs: W = dz sum_{j=1}^{NZ-2} chi_a,j^2 chi_b,j^2 in the
-   order j = 1 .. NZ-2 (symmetric in a and b bit for bit). */
-__global__ void bsp_overlap(const double* chi, double* W, int NX, int NB, int NZ, double dz)
+/* ------------------------------------------------------------------ overlap (numerics.bte_kernels fast)
+   W[i, a, b] = dz sum_{j=1}^{NZ-2} chi_a,j^2 chi_b,j^2, a and b the (nu, p) pairs (NB = 3 N_sbn of them), the
+   sum in the order j = 1 .. NZ-2 (symmetric in a and b bit for bit).  block = one x index i (grid = NX blocks,
+   blockDim = the launcher's 32 ceil(NB^2 / 32), at most 1024).  The block copies chi[i, :, j0 .. j0+nj-1] (nj
+   values of each of the NB rows: contiguous runs, coalesced, OVL_UNROLL independent loads per thread in flight)
+   and stores the squares c * c transposed, sq[jj * NBP + a] (NBP = NB | 1: odd, no bank conflicts on either
+   side); then thread t forms the pairs p = t, t + blockDim, .. (a = p / NB, b = p % NB) as acc += sq_a * sq_b
+   over jj ascending: the same squares and the same products as the one-thread-per-pair form
+   ((ca[j] * ca[j]) * (cb[j] * cb[j]), added in the same order; --fmad=false: no contraction), so the same bits
+   (that form is kept in tools/bsp/old_kernels/scattering_a7e270b.cu; docs/performance-bte-kernels.md §15).
+   nj = the launcher's chunk rows (OVL_TILE / NBP, at most NZ-2): where the interior does not fit in one
+   tile it goes through in chunks, the thread's partial sum of a pair kept in W[i, a, b] between chunks (a double
+   stored and read back: exact) and multiplied by dz after the last one. */
+#ifndef OVL_TILE
+#define OVL_TILE 6144  /* doubles: 48 KB, the static shared-memory limit (scattering.py OVL_TILE) */
+#endif
+#define OVL_UNROLL 4
+
+__global__ void bsp_overlap(const double* __restrict__ chi, double* __restrict__ W, int NB, int NZ, int rows,
+                            double dz)
 {
-    long long n = (long long)NX * NB * NB;
-    long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (tid >= n) return;
-    int b = (int)(tid % NB);
-    long long r = tid / NB;
-    int a = (int)(r % NB);
-    long long i = r / NB;
-    const double* ca = chi + (i * NB + a) * NZ;
-    const double* cb = chi + (i * NB + b) * NZ;
-    double acc = 0.0;
-    for (int j = 1; j < NZ - 1; ++j) acc += (ca[j] * ca[j]) * (cb[j] * cb[j]);
-    W[tid] = acc * dz;
+    __shared__ double sq[OVL_TILE];
+    long long i = blockIdx.x;
+    int NBP = NB | 1;
+    int np = NB * NB;
+    const double* ci = chi + i * NB * NZ;
+    double* Wi = W + i * np;
+    for (int j0 = 1; j0 < NZ - 1; j0 += rows) {
+        int nj = NZ - 1 - j0 < rows ? NZ - 1 - j0 : rows;
+        int n = nj * NB;
+        if (j0 > 1) __syncthreads();  /* the previous chunk's sums are done with sq */
+        for (int k0 = 0; k0 < n; k0 += OVL_UNROLL * blockDim.x) {
+            double v[OVL_UNROLL];
+#pragma unroll
+            for (int u = 0; u < OVL_UNROLL; ++u) {
+                int k = k0 + u * blockDim.x + threadIdx.x;
+                int a = k / nj;
+                v[u] = k < n ? ci[a * NZ + j0 + (k - a * nj)] : 0.0;
+            }
+#pragma unroll
+            for (int u = 0; u < OVL_UNROLL; ++u) {
+                int k = k0 + u * blockDim.x + threadIdx.x;
+                int a = k / nj;
+                if (k < n) sq[(k - a * nj) * NBP + a] = v[u] * v[u];
+            }
+        }
+        __syncthreads();
+        int last = j0 + nj >= NZ - 1;
+        for (int p = threadIdx.x; p < np; p += blockDim.x) {
+            int a = p / NB;
+            int b = p - a * NB;
+            double acc = j0 == 1 ? 0.0 : Wi[p];
+            const double* sa = sq + a;
+            const double* sb = sq + b;
+#pragma unroll 8
+            for (int jj = 0; jj < nj; ++jj) acc += sa[jj * NBP] * sb[jj * NBP];
+            Wi[p] = last ? acc * dz : acc;
+        }
+    }
 }
 
 }  /* extern "C" */

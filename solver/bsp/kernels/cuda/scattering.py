@@ -13,8 +13,8 @@ together: the kernels are built per N_sbn), with the interpolation rule of
 exactly), clip, linear in t) and the Heaviside / (1 + 2 alpha Gamma) factor of the loss.  Per
 branch the p' sum is formed first and then added to the valley total, as the array code does
 (einsum per branch, then +=).  Only float64 is computed; other dtypes are converted and the result
-cast back.  ``overlap`` (W from chi, one thread per (i, (nu, p), (nu', p'))) runs with
-numerics.bte_graph (scattering.overlap).
+cast back.  ``overlap`` (W from chi: one block per x index, the squares of chi[i] in shared memory, one
+thread per ((nu, p), (nu', p')); scattering.overlap) runs with numerics.bte_kernels fast / fast2.
 """
 from __future__ import annotations
 
@@ -30,12 +30,9 @@ from solver.bsp.kernels.cuda import _build
 
 SOURCE = "scattering.cu"
 OPTIONS = ("--fmad=false",)
-BLOCK = 128
+OVL_THREADS = 1024  # bsp_overlap's most threads per block (a thread per pair (a, b) up to this)
+OVL_TILE = 6144  # bsp_overlap's shared tile (doubles, 48 KB: the static limit; passed as the define OVL_TILE)
 LPT = 2  # energies per thread of gain / loss (one block per row: 32 ceil(NW / 64) threads; NW = 300: 160)
-
-
-def _launch(kernel, nthreads, args):
-    _build.launch(_build.function(SOURCE, kernel, OPTIONS), nthreads, BLOCK, args)
 
 
 def row_threads(NW):
@@ -133,9 +130,27 @@ def _check_w(model):
 
 def overlap(model, backend, chi):
     """scattering.overlap by one launch (phase key overlap): W (NX, 3, N_sbn, 3, N_sbn), the sum over
-    z in the order j = 1 .. NZ-2 (the reference's matmul sums in cuBLAS's order: equal to rounding)."""
+    z in the order j = 1 .. NZ-2 (the reference's matmul sums in cuBLAS's order: equal to rounding).
+    One block per x index (the squares of chi[i] staged in shared memory, overlap_shape), the bits of the
+    one-thread-per-pair kernel of a7e270b (docs/performance-bte-kernels.md §15)."""
     c = f64(cp, chi)
     NX, NV, NS, NZ = c.shape
     W = cp.empty((NX, NV, NS, NV, NS), dtype=cp.float64)
-    _launch("bsp_overlap", W.size, (c, W, np.int32(NX), np.int32(NV * NS), np.int32(NZ), np.float64(model.dz)))
+    threads, rows = overlap_shape(NV * NS, NZ)
+    fn = _build.function(SOURCE, "bsp_overlap", OPTIONS, {"OVL_TILE": OVL_TILE})
+    _build.launch(fn, NX * threads, threads,
+                  (c, W, np.int32(NV * NS), np.int32(NZ), np.int32(rows), np.float64(model.dz)))
     return W.astype(chi.dtype, copy=False)
+
+
+def overlap_shape(NB, NZ):
+    """(threads per block, z rows per chunk) of bsp_overlap for NB = 3 N_sbn pairs (nu, p) and NZ nodes: a
+    thread per pair (a, b) up to OVL_THREADS (more pairs: a thread takes every blockDim-th), the NZ-2 interior
+    rows of an x in one tile of OVL_TILE doubles where NBP = NB | 1 values each fit (standard NB = 18, NZ = 65:
+    63 rows, 9.6 KB; NZ = 257: 255 rows, 38.8 KB), else in chunks of OVL_TILE // NBP rows.  ValueError where
+    not one row fits (N_sbn >= 2048: W alone would be > 300 MB per x index)."""
+    nbp = NB | 1
+    if nbp > OVL_TILE:
+        raise ValueError(f"overlap (CUDA): 3 N_sbn = {NB} pairs do not fit bsp_overlap's shared tile "
+                         f"({OVL_TILE} doubles); use numerics.bte_kernels: exact")
+    return min(OVL_THREADS, 32 * -(-NB * NB // 32)), min(NZ - 2, OVL_TILE // nbp)
