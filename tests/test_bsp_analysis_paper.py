@@ -49,7 +49,7 @@ def _run_row(variant, backend, threads, iter_s, sections=None):
     return row
 
 
-def test_iter_sections_come_from_the_sections_runs():
+def test_iter_sections_come_from_the_sections_runs(tmp_path):
     # a graphed timing run times ITER only (its sections 0); its sections run (iter_graph false)
     # times them: Table 3 of 001, Table 5's section columns and the ITER weights read those, the
     # step / BTE / ITER columns stay the timing run's
@@ -78,6 +78,13 @@ def test_iter_sections_come_from_the_sections_runs():
     t5_plain = A.section_columns(A.phase_table(runs, A.TABLE5_000), A.phase_table(A.with_sections(runs, None),
                                  A.TABLE5_000), A.with_sections(runs, None))
     assert t5_plain.loc["numba_t1", "Schrod."] == 0.0 and not t5_plain["note"].str.contains("sections").any()
+    # the tables' and the figures' one source: sectioned_tables over read_sections' CSVs
+    csv = tmp_path / "sections_runs.csv"
+    sections.to_csv(csv, index=False)
+    assert A.read_sections([]) is None
+    sec2, t5b, t3b = A.sectioned_tables(runs, A.read_sections([csv]))
+    assert t5b.loc["numba_t1", "Schrod."] == 0.02 and list(t3b.loc["numba_t1", list(A.TABLE3_001)]) == [0.02, 0.01, 0.005, 0.015]
+    assert A.speedups(t3b, "numpy_t1").loc["numba_t1", "iter.eigen"] == pytest.approx(0.04 / 0.02)  # Figs 8-9's bars
 
 
 def test_sections_runs_time_the_sections_in_every_step(tmp_path):

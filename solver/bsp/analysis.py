@@ -444,6 +444,22 @@ def section_columns(table: pd.DataFrame, sectioned: pd.DataFrame, runs: pd.DataF
     return out
 
 
+def sectioned_tables(runs: pd.DataFrame, sections: pd.DataFrame | None):
+    """(sec, t5, t3): :func:`with_sections`' runs, Table 5 of 000 and Table 3 of 001 of the timing
+    runs with their ITER section columns from ``sec`` (:func:`section_columns`).  One source for the
+    tables (rule bsp_phase_tables) and the figures drawn from them (rule bsp_phase_figures)."""
+    sec = with_sections(runs, sections)
+    t5 = section_columns(phase_table(runs, TABLE5_000), phase_table(sec, TABLE5_000), sec)
+    t3 = section_columns(phase_table(runs, TABLE3_001), phase_table(sec, TABLE3_001), sec, TABLE3_001)
+    return sec, t5, t3
+
+
+def read_sections(paths) -> pd.DataFrame | None:
+    """The sections runs' tables (bsp_collect CSVs) as one frame; None without any."""
+    frames = [pd.read_csv(p) for p in paths]
+    return pd.concat(frames, ignore_index=True) if frames else None
+
+
 def speedups(table: pd.DataFrame, baseline: str) -> pd.DataFrame:
     """Speedup of every row of a phase table (index = variant) relative to row ``baseline``:
     t_baseline / t, per column (a 'note' column is carried over as it is)."""

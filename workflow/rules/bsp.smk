@@ -178,9 +178,10 @@ rule bsp_table3_000_calls:
 
 
 rule bsp_phase_figures:
-    """Figs 11-13 and 15 of 000; Figs 7-9 of 001."""
+    """Figs 11-13 and 15 of 000; Figs 7-9 of 001 (ITER sections as in bsp_phase_tables)."""
     input:
-        res("bsp", "tables", "timing_runs.csv"),
+        timing=res("bsp", "tables", "timing_runs.csv"),
+        sections=[res("bsp", "tables", "sections_runs.csv")] if BSP_SECTIONS_VARIANTS else [],
     output:
         fig11=report(res("bsp", "figures", "fig11_weights_000.png"), **_caption("bsp_fig11_000", "000", "phase timing")),
         fig12=report(res("bsp", "figures", "fig12_bte_kernels_000.png"), **_caption("bsp_fig12_000", "000", "phase timing")),

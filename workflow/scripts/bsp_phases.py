@@ -11,12 +11,9 @@ from solver.bsp import analysis as A
 
 runs = pd.read_csv(snakemake.input.timing)
 # the ITER sections of the variants with a sections run (bsp.sections: Newton iteration ungraphed)
-sections = [pd.read_csv(p) for p in snakemake.input.sections]
-sec = A.with_sections(runs, pd.concat(sections) if sections else None)
+sec, t5, t3 = A.sectioned_tables(runs, A.read_sections(snakemake.input.sections))
 out = snakemake.output
 machine = str(runs["machine"].iloc[0]) if len(runs) else ""
-t5 = A.section_columns(A.phase_table(runs, A.TABLE5_000), A.phase_table(sec, A.TABLE5_000), sec)
-t3 = A.section_columns(A.phase_table(runs, A.TABLE3_001), A.phase_table(sec, A.TABLE3_001), sec, A.TABLE3_001)
 # the papers' printed rows beside ours (source column): Table 5 of 000, Tables 2-3 of 001's speedups
 spread = [c for c in ("timed_steps", *A.STEP_SPREAD) if c in runs]  # the step time's spread over the timed steps
 t5_spread = t5.join(runs.drop_duplicates("variant").set_index("variant")[spread])
