@@ -116,8 +116,8 @@ def test_four_gpus_four_slices(dry4):
             assert " --gpu auto " in j["shell"] and "--gpu exclusive" not in j["shell"], j
         elif j["rule"] == "rgf_scaling_run":  # W workers take W GPUs
             assert re.search(r"-m solver --gpu exclusive:\d+ ", j["shell"]), j
-        elif j["rule"] == "rgf_table3_fig7_cases":  # every core and a GPU (case 5): not pinned to a slice
-            assert j["threads"] == 64 and re.search(r"NUMBA_NUM_THREADS=64 \S+ -m solver --gpu exclusive rgf ", j["shell"]), j
+        elif j["rule"] == "rgf_table3_fig7_cases":  # a timing job: a slice and its 16 threads, not the host's 64
+            assert j["threads"] == 16 and re.search(r"NUMBA_NUM_THREADS=16 \S+ -m solver --gpu slice rgf ", j["shell"]), j
         else:
             assert re.search(r"-m solver --gpu slice ", j["shell"]), j
         if j["rule"] in GPU_TIMING_RULES | CPU_TIMING_RULES:
@@ -137,6 +137,9 @@ def test_four_gpus_without_slices_a_cpu_timing_run_holds_the_host(tmp_path_facto
             assert re.search(r"-m solver --gpu exclusive(:1)? ", j["shell"]), j
         if j["rule"] in CPU_TIMING_RULES:  # every core, no GPU
             assert j["threads"] == 64 and j["gpu"] == 0 and "--gpu" not in j["shell"], j
+        if j["rule"] == "rgf_table3_fig7_cases":  # every core and a GPU (case 5), not pinned
+            assert j["threads"] == 64 and re.search(r"NUMBA_NUM_THREADS=64 \S+ -m solver --gpu exclusive rgf ", j["shell"]), j
+    assert "rgf_table3_fig7_cases" in {j["rule"] for j in jobs}
 
 
 def test_four_gpus_one_gpu_job_at_a_time_by_default(tmp_path_factory):

@@ -58,9 +58,11 @@ timeout --signal=INT --kill-after=20 "$left" snakemake --cores "$CORES" --resour
 rc=$?
 echo "snakemake exit $rc after $(( $(date +%s) - t0 )) s (124: stopped at the limit; call again)"
 
-# the jobs still to run (the targets without --prioritize and its files; after "--": options end there)
+# the jobs still to run (the targets without --prioritize and its files; after "--": options end there); the
+# same --cores / --resources as the run, else params that depend on them read as changed (2026-11-27: 30 jobs listed
+# after a complete run)
 # shellcheck disable=SC2086
-snakemake -n --configfile "$CONFIG" --quiet rules -- ${TARGETS%%--prioritize*} > "$OUT/status.txt" 2>&1
+snakemake -n --cores "$CORES" --resources gpu="$GPU_JOBS" --configfile "$CONFIG" --quiet rules -- ${TARGETS%%--prioritize*} > "$OUT/status.txt" 2>&1
 if [ "${FINAL:-0}" = 1 ]; then
     snakemake --cores 16 --configfile "$CONFIG" --report "$OUT/report.html" >> "$OUT/snakemake_$n.log" 2>&1
 fi

@@ -142,14 +142,17 @@ if enabled("rgf"):
             fig=report(res("rgf", "fig7_cases.png"), caption=report_caption("rgf_figures"), category="paper 002"),
         params:
             cases=",".join(map(str, RGF_CASES)),
-            solver=SOLVER_GPU_HOST if 5 in RGF_CASES else SOLVER,  # case 5 on a GPU of its own; 1-4 on every core
+            # case 5 on a GPU of its own; 1-4 on every core of a one-GPU host. With host_slices a timing job
+            # like bsp_run: a slice (its GPU, its cores pinned, that many threads), as on a one-GPU host;
+            # 2026-11-27 the whole 64-vCPU host with 64 threads made cases 1-4 5-10x slower than a slice's 16
+            solver=(SOLVER_GPU if HOST_SLICES else SOLVER_GPU_HOST) if 5 in RGF_CASES else SOLVER_CPU_TIMING,
         log:
             logf("rgf", "cases"),
         benchmark:
             bench("rgf", "cases")
-        threads: workflow.cores
+        threads: GPU_THREADS if HOST_SLICES else workflow.cores
         resources:
-            **cluster(gpu=1 if 5 in RGF_CASES else 0, mem_mb=rgf_mem_mb(_RC["ny"], _RC["nz"], _RC["xuc"]),
+            **cluster(gpu=1 if 5 in RGF_CASES else CPU_TIMING_GPU, mem_mb=rgf_mem_mb(_RC["ny"], _RC["nz"], _RC["xuc"]),
                       runtime=rgf_minutes(_RC["ny"], _RC["nz"], _RC["xuc"], 10 * len(RGF_CASES), False)),
         shell:
             "NUMBA_NUM_THREADS={threads} {params.solver} rgf cases --out {output.csv} --fig {output.fig} "
