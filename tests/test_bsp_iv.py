@@ -114,6 +114,16 @@ def test_subthreshold_points_get_the_longer_time_limit():
     assert iv.t_max_ps(STUDY, -0.5) == 2.0  # unset: one limit
 
 
+def test_low_vg_set_applies_below_vg_max_to_points_and_seeds():
+    """iv.low_vg_set: its overrides reach the runs (points and seeds) at V_G <= vg_max and no others."""
+    study = {**STUDY, "low_vg_seed_ps": 0.05, "low_vg_set": {"vg_max": -0.2, "set": ["numerics.contact_rule=hybrid"]}}
+    rule = {g: load(None, iv.run_sets(study, g, 0.05))["numerics"]["contact_rule"] for g in (-0.3, -0.2, 0.0, 0.5)}
+    assert rule == {-0.3: "hybrid", -0.2: "hybrid", 0.0: "reference", 0.5: "reference"}
+    assert load(None, iv.seed_sets(study, -0.2, 0.4))["numerics"]["contact_rule"] == "hybrid"
+    assert load(None, iv.seed_sets(study, 0.0, 0.4))["numerics"]["contact_rule"] == "reference"
+    assert iv.low_vg_sets(STUDY, -0.5) == []  # unset: none
+
+
 def test_no_current_without_drain_bias():
     sim, _ = _run("bias.V_DS=0.0", "time.steps=6", "time.t_end_ps=null")
     currents = np.array([r["mean_current_A_per_m"] for r in sim.scalars])
@@ -137,6 +147,7 @@ def test_current_grows_with_gate_and_drain_voltage(bias_runs):
     Id = {k: iv.read_point(v)["Id_A_per_m"] for k, v in bias_runs.items()}
     assert Id[(0.3, 0.1)] < Id[(0.5, 0.1)] < Id[(0.7, 0.1)]
     assert Id[(0.5, 0.05)] < Id[(0.5, 0.1)] < Id[(0.5, 0.2)]
+    assert {iv.read_point(v)["contact_rule"] for v in bias_runs.values()} == {"reference"}  # the points table's column
 
 
 def test_collect_writes_the_study(bias_runs, tmp_path):

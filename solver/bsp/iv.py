@@ -112,18 +112,29 @@ def t_max_ps(iv: dict, vg: float) -> float:
     return float(st["t_max_ps"])
 
 
+def low_vg_sets(iv: dict, vg: float) -> list[str]:
+    """``iv.low_vg_set.set`` for a run (point or seed) at V_G <= its ``vg_max``, else nothing: e.g.
+    ``numerics.contact_rule=hybrid`` below threshold, where the authors' contact rule lets a contact mode
+    grow (docs/iv.md sections 9-15)."""
+    low = iv.get("low_vg_set")
+    if low is not None and vg <= low["vg_max"] + 1e-12:
+        return [str(x) for x in low.get("set", [])]
+    return []
+
+
 def run_sets(iv: dict, vg: float, vds: float) -> list[str]:
-    """KEY=VALUE overrides of one point's run (bias, steady state, continuation output)."""
+    """KEY=VALUE overrides of one point's run (bias, steady state, continuation output, iv.low_vg_set)."""
     st = iv["steady"]
-    return _bias_sets(iv, vg, vds) + ["steady.enabled=true", f"steady.window_ps={_num(st['window_ps'])}",
+    return low_vg_sets(iv, vg) + _bias_sets(iv, vg, vds) + ["steady.enabled=true", f"steady.window_ps={_num(st['window_ps'])}",
                    f"steady.rtol={_num(st['rtol'])}", f"steady.conservation_tol={_num(st['conservation_tol'])}",
                    f"time.t_end_ps={_num(t_max_ps(iv, vg))}", "time.steps=null", "continuation.save_final_state=true"] + (
         [f"continuation.ramp_ps={_num(iv['ramp_ps'])}"] if iv.get("ramp_ps") else [])
 
 
 def seed_sets(iv: dict, vg: float, vds: float) -> list[str]:
-    """KEY=VALUE overrides of a seed run: the bias, low_vg_seed_ps long, no steady stop, final state kept."""
-    return _bias_sets(iv, vg, vds) + [f"time.t_end_ps={_num(iv['low_vg_seed_ps'])}", "time.steps=null", "continuation.save_final_state=true"]
+    """KEY=VALUE overrides of a seed run: the bias, low_vg_seed_ps long, no steady stop, final state kept
+    (and iv.low_vg_set where the seed's V_G is in its range: the points it starts run that way too)."""
+    return low_vg_sets(iv, vg) + _bias_sets(iv, vg, vds) + [f"time.t_end_ps={_num(iv['low_vg_seed_ps'])}", "time.steps=null", "continuation.save_final_state=true"]
 
 
 # ---------------------------------------------------------------------------------- collect
@@ -149,6 +160,7 @@ def read_point(run_dir) -> dict:
         "charging": st.get("charging"),
         "face_spread": (st.get("final_spreads") or {}).get("face"),
         "init_from": Path(src["init_from"]).name if src.get("init_from") else "",
+        "contact_rule": (cfg.get("numerics") or {}).get("contact_rule", "reference"),
         "wall_s": s["wall_s"],  # the last process's
         "wall_s_run": s.get("wall_s_run"),  # all the run's processes (resumed runs); empty: not recorded
         "startup_s": s["startup_s"],
