@@ -11,6 +11,9 @@ shared = LDS/STS; spill = LDL/STL.  The division's slow path (a CALL out of the 
 
     python tools/bsp/sass_count.py [--nphi 48] [--rows 16] [--variants fast fast2]
     python tools/bsp/sass_count.py --kernel dx [--variants fast fast2]
+    python tools/bsp/sass_count.py [--kernel dx] --variants fast2 fast3      (fast3 = fast2 with --fmad=true, §16)
+    python tools/bsp/sass_count.py --kernel gain|loss|overlap|rho|rk_dens --variants fast fastc
+                                   (fast = their build, --fmad=false; fastc = the same with --fmad=true)
     WENO_CU=/path/to/prototype.cu python tools/bsp/sass_count.py ...   (count another copy of weno.cu)
 """
 from __future__ import annotations
@@ -27,6 +30,15 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 SRC = os.environ.get("WENO_CU", os.path.join(ROOT, "solver", "bsp", "kernels", "cuda", "weno.cu"))
 LINE = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(.*?);")
 LOOPS = ("load", "w faces", "phi faces", "RK update", "PhiHat sum")
+# the other BTE kernels (§14-16), built as their launchers build them for the standard mesh (N_sbn = 6, 19
+# branches per valley: MAXE = 114; NW = 300: LPT = 2, 160 threads; NPHI = 48: LINES = 32)
+OTHER = {
+    "bsp_scat_gain": ("scattering.cu", {"MAXE": 114, "NS_": 6, "LPT": 2, "NWS": 320}),
+    "bsp_scat_loss": ("scattering.cu", {"MAXE": 114, "NS_": 6, "LPT": 2, "NWS": 320}),
+    "bsp_overlap": ("scattering.cu", {"OVL_TILE": 6144}),
+    "bsp_rho": ("rk.cu", {"NPHI_": 48, "LINES": 32}),
+    "bsp_rk_dens": ("rk.cu", {"NPHI_": 48, "LINES": 32}),
+}
 
 
 def nvdisasm() -> str:
@@ -45,12 +57,18 @@ def sass(variant: str, nphi: int, rows: int, tmp: str, kernel: str = "bsp_wphi_r
     if kernel == "bsp_wphi_rk":
         cmd = ["nvcc", "-cubin", "-arch=sm_90", "--fmad=false", "-DBSP_WENO_FAST=1", f"-DNPHI_={nphi}",
                f"-DLROWS={rows}", "--resource-usage", "-o", cubin, SRC]
-        if variant == "fast2":
+        if variant in ("fast2", "fast3"):
             cmd[4:4] = ["-DBSP_WENO_FAST2=1", "-DWPHI_BLOCK=256"]
+    elif kernel in OTHER:  # scattering.py's / rk.py's builds (standard mesh defines; no fast / fast2 switch)
+        src, defs = OTHER[kernel]
+        cmd = ["nvcc", "-cubin", "-arch=sm_90", "--fmad=false", *[f"-D{k}={v}" for k, v in defs.items()],
+               "--resource-usage", "-o", cubin, os.path.join(ROOT, "solver", "bsp", "kernels", "cuda", src)]
     else:  # weno.py's build of the x kernel (no NPHI_ / LINES / LROWS)
         cmd = ["nvcc", "-cubin", "-arch=sm_90", "--fmad=false", "-DBSP_WENO_FAST=1", "--resource-usage", "-o", cubin, SRC]
-        if variant == "fast2":
+        if variant in ("fast2", "fast3"):
             cmd[4:4] = ["-DBSP_WENO_FAST2=1"]
+    if variant in ("fast3", "fastc"):  # fast2 / fast with FMA contraction (numerics.bte_kernels: fast3, §16)
+        cmd[cmd.index("--fmad=false")] = "--fmad=true"
     r = subprocess.run(cmd, capture_output=True, text=True, check=True)
     lines = (r.stdout + r.stderr).splitlines()
     usage = " ".join(x.strip() for i, x in enumerate(lines) if kernel in x or (
@@ -114,15 +132,18 @@ def main():
     ap.add_argument("--nphi", type=int, default=48)
     ap.add_argument("--rows", type=int, default=16)
     ap.add_argument("--variants", nargs="+", default=["fast", "fast2"])
-    ap.add_argument("--kernel", choices=["wphi", "dx"], default="wphi")
+    ap.add_argument("--kernel", choices=["wphi", "dx", "gain", "loss", "overlap", "rho", "rk_dens"], default="wphi")
     a = ap.parse_args()
-    kernel = "bsp_wphi_rk" if a.kernel == "wphi" else "bsp_weno_dx"
+    kernel = {"wphi": "bsp_wphi_rk", "dx": "bsp_weno_dx"}.get(a.kernel, "bsp_" + a.kernel.replace("gain", "scat_gain")
+                                                              .replace("loss", "scat_loss"))
     with tempfile.TemporaryDirectory() as tmp:
         for v in a.variants:
             ins, usage = sass(v, a.nphi, a.rows, tmp, kernel)
-            where = f"NPHI={a.nphi} LROWS={a.rows}" if a.kernel == "wphi" else "x build"
-            print(f"## {v} {kernel}: {where}: {len(ins)} SASS instructions in the kernel; {usage}")
-            for name, c in zip(LOOPS if a.kernel == "wphi" else ("node",), loops(ins)):
+            where = {"wphi": f"NPHI={a.nphi} LROWS={a.rows}", "dx": "x build"}.get(a.kernel, "standard build")
+            fp = sum(classify(op) == "fp64" for _, op, _ in ins)
+            print(f"## {v} {kernel}: {where}: {len(ins)} SASS instructions in the kernel (FP64 {fp}); {usage}")
+            names = {"wphi": LOOPS, "dx": ("node",)}.get(a.kernel, tuple(f"segment {k}" for k in range(8)))
+            for name, c in zip(names, loops(ins)):
                 print(f"  {name:10s} loop body: {c['total']:4d} (FP64 {c['fp64']}, uniform {c['uniform']}, "
                       f"shared {c['shared']}, spill {c['spill']}, other {c['other']})")
 
