@@ -83,3 +83,34 @@ def test_child_arguments(tmp_path):
     (tmp_path / "proc_0.json").write_text(json.dumps({"label": "base", "ok": False, "error": "rc 124, no record"}))
     rows, text = sp.summarize(tmp_path)  # no smi.csv, one failed process: a table all the same
     assert rows[0]["error"] == "rc 124, no record" and "fewer than two processes" in text
+
+
+def test_step_sets_pool_mode_on_stand_ins():
+    """bte_graph off: epoch k holds 4k more Phi-sized arrays; per set the medians of its own steps (ms)."""
+    class Arr:
+        n = 0
+
+        def __init__(self, shape):
+            Arr.n += 1
+            self.data = types.SimpleNamespace(ptr=0x1000 * Arr.n)
+            self.shape = shape
+
+    held = []
+    cp = types.SimpleNamespace(float64="f8", empty=lambda shape, dtype: held.append(Arr(shape)) or held[-1])
+
+    class Sim:
+        def __init__(self):
+            self.model = types.SimpleNamespace(device_cache={("cuda.weno", "x"): 1})
+            self.state = types.SimpleNamespace(Phi=Arr((2, 3)), newton_iterations=3)
+            self.timer = types.SimpleNamespace(steps=[])
+
+        def step(self):  # the step takes 3 ms + 0.1 ms per held array; the state's Phi moves each step
+            t = 3e-3 + 1e-4 * len(held)
+            self.timer.steps.append({"step": t, "step/BTE": t - 1e-3, "step/ITER": 1e-3})
+            self.state.Phi = Arr((2, 3))
+
+    out = sp.step_sets(Sim(), cp, nsets=3, rounds=2, n=4, warm=1)
+    assert out["mode"] == "pool" and out["order"] == [0, 1, 2] and len(held) == 8
+    assert out["step_ms"] == pytest.approx([3.0, 3.4, 3.8])
+    assert out["bte_ms"] == pytest.approx([2.0, 2.4, 2.8]) and out["iter_ms"] == pytest.approx([1.0] * 3)
+    assert len(set(out["phi_ptr"])) == 3

@@ -2,13 +2,15 @@
 
 Subcommands (tools/bsp/spread_probe.sh runs them on one GPU; the summary also runs on the VM):
 
-``child --out FILE.json [--config C] [--mesh M] [--steps 200] [--warmup 5] [--dummy-mib X] [--sets 3]
-[--kreps 20] [--krounds 2] [--set KEY=VALUE ...]``
+``child --out FILE.json [--config C] [--mesh M] [--steps 200] [--warmup 5] [--dummy-mib X] [--step-sets 3]
+[--set-steps 60] [--sets 3] [--kreps 20] [--krounds 2] [--backend cupy|numpy] [--set KEY=VALUE ...]``
     One process as ``bsp bench-case`` runs it (same config, the case's overrides, prewarm, startup,
     warm-up + timed steps), after an optional dummy buffer of X MiB taken from the CuPy pool first (it
     shifts every later pool address).  Per timed step: the solver's phase timers (CUDA events: step,
     step/BTE/..., step/DENS, step/ITER/...), the host wall time of ``sim.step()`` and the CPU the thread ran
-    on.  The device arrays reachable from the simulation (state, ITER result, model.device_cache, the
+    on; a host-speed probe (a Python loop, the host time of a small CuPy launch) before and after.  Then the
+    step-level placement test (``step_sets``: whole steps on other device buffers in the same process).  The
+    device arrays reachable from the simulation (state, ITER result, model.device_cache, the
     BTE graph's buffers when numerics.bte_graph is on) of >= 64 KiB: name, ptr, bytes.  Then a kernel
     pass: the BTE kernels (scat_gain, scat_loss, WENO_x, the fused bsp_wphi_rk + bsp_rho, a 135 MB copy)
     on ``--sets`` freshly allocated buffer sets holding the state's values (set k after a raw cudaMalloc
@@ -135,6 +137,50 @@ class BufferSet:
                 "copy": lambda: cp.copyto(b.out, b.P)}
 
 
+def step_sets(sim, cp, nsets: int, rounds: int, n: int, warm: int = 5) -> dict:
+    """Step-level placement test in this process (same clocks, same host): whole steps on other device buffers.
+
+    numerics.bte_graph on: ``nsets`` StageGraphs (set 0 the run's own; set k a fresh one, its Phi ring, x term,
+    G, Lc, ... newly allocated after a raw cudaMalloc of 2k-1 MiB; all alive), swapped into the model's cache
+    in ``rounds`` interleaved rounds of ``warm`` + ``n`` steps (a swapped-in set copies the state in once).
+    numerics.bte_graph off (the bench): the stages' Phi, x term, G, Lc come from the CuPy pool; epoch k holds
+    4k more Phi-sized arrays first (the pool's free blocks taken: the stages then get other memory), one round.
+    Returns per set the step / BTE / ITER medians (ms) and the state's Phi address after the set's steps."""
+    cache = sim.model.device_cache
+    key = next((k for k in cache if isinstance(k, tuple) and k and k[0] == "cuda.bte_graph"), None)
+    out = {"mode": "graph" if key is not None else "pool", "step_ms": [], "bte_ms": [], "iter_ms": [],
+           "phi_ptr": [], "tx_ptr": []}
+    keep = []
+    if key is not None:
+        from solver.bsp.kernels.cuda import bte_graph
+
+        sets = [cache[key]]
+        for k in range(1, nsets):
+            keep.append(cp.cuda.Memory((2 * k - 1) * 2**20))
+            sets.append(bte_graph.StageGraph(key[1]))
+        order = [k for _ in range(rounds) for k in range(nsets)]
+    else:
+        sets, order = list(range(nsets)), list(range(nsets))
+    res = {k: [] for k in range(nsets)}
+    for k in order:
+        if key is not None:
+            cache[key] = sets[k]
+            out["tx_ptr"].append(int(sets[k].tx.data.ptr))
+        else:
+            shape = sim.state.Phi.shape
+            keep += [cp.empty(shape, dtype=cp.float64) for _ in range(4 if k else 0)]
+        r = run_steps(sim, warm, n)
+        res[k] += r["phases"]
+        out["phi_ptr"].append(int(sim.state.Phi.data.ptr))
+    if key is not None:
+        cache[key] = sets[0]
+    for k in range(nsets):
+        for col, ph in (("step_ms", "step"), ("bte_ms", "step/BTE"), ("iter_ms", "step/ITER")):
+            out[col].append(1e3 * statistics.median([p.get(ph, 0.0) for p in res[k]]))
+    out["order"] = order
+    return out
+
+
 def host_probe(cp, n=5) -> dict:
     """The host's speed in this process: a fixed pure-Python loop (ms, median of n) and the host time of one
     small CuPy launch (us, median over 5 x 200 launches of an elementwise add on 8 elements)."""
@@ -161,6 +207,8 @@ def host_probe(cp, n=5) -> dict:
 
 
 def kernel_pass(sim, cp, nsets: int, reps: int, rounds: int) -> dict:
+    import numpy as np
+
     from solver.bsp import scattering
     from solver.bsp.kernels.cuda import _build
 
@@ -168,7 +216,7 @@ def kernel_pass(sim, cp, nsets: int, reps: int, rounds: int) -> dict:
     e0, e1 = cp.cuda.Event(), cp.cuda.Event()
 
     def timed(fn, cycles=SPIN_CYCLES):
-        spin((1,), (1,), (cp.int64(cycles),))
+        spin((1,), (1,), (np.int64(cycles),))
         e0.record()
         fn()
         e1.record()
@@ -176,7 +224,7 @@ def kernel_pass(sim, cp, nsets: int, reps: int, rounds: int) -> dict:
         return cp.cuda.get_elapsed_time(e0, e1)  # ms
 
     def clock_mhz():
-        ms = [timed(lambda: spin((1,), (1,), (cp.int64(CLOCK_CYCLES),)), 1000) for _ in range(3)]
+        ms = [timed(lambda: spin((1,), (1,), (np.int64(CLOCK_CYCLES),)), 1000) for _ in range(3)]
         return CLOCK_CYCLES / (statistics.median(ms) * 1e3)
 
     out = {"clock_mhz_before": clock_mhz()}
@@ -211,7 +259,8 @@ def child(a) -> int:
         import cupy as cp
 
     rec = {"label": a.label, "dummy_mib": a.dummy_mib, "pid": os.getpid(), "t_launch": t_launch,
-           "affinity": sorted(os.sched_getaffinity(0)), "ok": False}
+           "affinity": sorted(os.sched_getaffinity(0)), "PYTHONHASHSEED": os.environ.get("PYTHONHASHSEED"),
+           "ok": False}
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
 
     def save():
@@ -244,6 +293,9 @@ def child(a) -> int:
         rec["device"] = sim.backend.device_info()
         rec["ok"] = True
         save()  # the steps are kept even if the kernel pass fails
+        if cp is not None and a.step_sets > 0:
+            rec["step_sets"] = step_sets(sim, cp, a.step_sets, 2, a.set_steps)
+            save()
         if cp is not None and a.sets > 0:
             rec["kernels"] = kernel_pass(sim, cp, a.sets, a.kreps, a.krounds)
             save()
@@ -382,6 +434,14 @@ def process_row(i, rec, smi) -> dict:
     if hp:
         row["py_loop_ms"] = _med([h["py_loop_ms"] for h in hp])
         row["launch_us"] = _med([h["launch_us"] for h in hp if h["launch_us"] is not None])
+    ss = rec.get("step_sets")
+    if ss and ss.get("step_ms"):
+        row["sets_mode"] = ss["mode"]
+        row["sets_step_ms"] = ";".join(f"{v:.3f}" for v in ss["step_ms"])
+        row["sets_bte_ms"] = ";".join(f"{v:.3f}" for v in ss["bte_ms"])
+        row["sets_step_spread"] = spread(ss["step_ms"])
+        row["sets_bte_spread"] = spread(ss["bte_ms"])
+        row["sets_phi_moved"] = len(set(ss["phi_ptr"])) > 1 or len(set(ss.get("tx_ptr", []))) > 1
     kern = rec.get("kernels")
     if kern:
         row["clk_spin_before"] = kern["clock_mhz_before"]
@@ -504,6 +564,20 @@ def table(rows) -> str:
             if v:
                 L.append(f"  {k[3:]:22s} {min(v):7.3f} .. {max(v):7.3f}  ({max(v) - min(v):+.3f})  "
                          f"spread {_f(100 * spread(v), '{:5.1f}')} %  r = {_f(pearson(step, x), '{:+.2f}')}")
+    st = [r for r in allok if "sets_step_ms" in r]
+    if st:
+        L.append("step-level placement test (same process, other device buffers: graph = fresh StageGraphs swapped in, "
+                 "2 interleaved rounds; pool = 4k more Phi-sized arrays held): step / BTE medians per set (ms)")
+        for r in st:
+            L.append(f"  proc {r['proc']:2d} {str(r['label']):7s} {r['sets_mode']:5s} step {r['sets_step_ms']}  "
+                     f"(spread {_f(100 * r['sets_step_spread'], '{:.1f}')} %)  BTE {r['sets_bte_ms']}  "
+                     f"(spread {_f(100 * r['sets_bte_spread'], '{:.1f}')} %)  moved {r['sets_phi_moved']}")
+        for mode in ("graph", "pool"):
+            g = [r for r in st if r["sets_mode"] == mode]
+            if g:
+                L.append(f"  {mode}: within a process step spread median {_f(100 * _med([r['sets_step_spread'] for r in g]), '{:.1f}')} %"
+                         f" against {_f(100 * spread([r['step_med'] for r in allok if r.get('sets_mode') == mode]), '{:.1f}')} % "
+                         f"between these processes' main runs")
     kn = [k for k in ok[0] if k.startswith("k_") and k.endswith("_set_spread")]
     if kn:
         L.append("in-process placement test (same kernel on fresh buffer sets, interleaved; median over processes "
@@ -548,6 +622,8 @@ def fake(d, n=8, seed=1) -> None:
                            "scat_loss": [15.0] * 3, "copy": [70.0] * 3}}
         rec = {"label": "base" if i % 3 else "shift3", "dummy_mib": 0 if i % 3 else 3, "ok": True, "startup_s": 2.0,
                "main": main, "arrays": arrays, "kernels": kern,
+               "step_sets": {"mode": "pool", "step_ms": [3.0 * scale] * 3, "bte_ms": [2.0 * scale] * 3,
+                             "iter_ms": [0.95 * scale] * 3, "phi_ptr": [1, 2, 3], "tx_ptr": []},
                "host_before": {"py_loop_ms": 8.0, "launch_us": 6.0, "cpu": 3},
                "host_after": {"py_loop_ms": 8.2, "launch_us": 6.2, "cpu": 3}}
         if i == n - 1:
@@ -574,6 +650,8 @@ def main(argv=None) -> int:
     c.add_argument("--warmup", type=int, default=5)
     c.add_argument("--dummy-mib", type=float, default=0.0)
     c.add_argument("--sets", type=int, default=3, help="buffer sets of the kernel pass (0: no kernel pass)")
+    c.add_argument("--step-sets", type=int, default=3, help="buffer sets of the step-level test (0: none)")
+    c.add_argument("--set-steps", type=int, default=60, help="timed steps per set and round of the step-level test")
     c.add_argument("--kreps", type=int, default=20)
     c.add_argument("--krounds", type=int, default=2)
     c.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
