@@ -114,3 +114,13 @@ def test_step_sets_pool_mode_on_stand_ins():
     assert out["step_ms"] == pytest.approx([3.0, 3.4, 3.8])
     assert out["bte_ms"] == pytest.approx([2.0, 2.4, 2.8]) and out["iter_ms"] == pytest.approx([1.0] * 3)
     assert len(set(out["phi_ptr"])) == 3
+
+
+def test_summary_command_prints_the_short_table(tmp_path, capsys):
+    sp.fake(tmp_path, n=26)
+    assert sp.main(["summary", str(tmp_path), "--full", str(tmp_path / "table_full.txt")]) == 0
+    text = capsys.readouterr().out
+    assert len(text) < 8000  # fits the device call's 12,000-character tail with room for the log before it
+    assert text.count("\n") > 40 and "FAILED: RuntimeError: fake failure" in text
+    assert "proc  0 shift3" in (tmp_path / "table_full.txt").read_text()  # the per-process step sets: full table only
+    assert "proc  0 shift3" not in text

@@ -461,7 +461,7 @@ def process_row(i, rec, smi) -> dict:
     return row
 
 
-def summarize(d) -> tuple[list[dict], str]:
+def summarize(d, compact: bool = False) -> tuple[list[dict], str]:
     d = Path(d)
     smi = read_smi(d / "smi.csv")
     files = sorted(glob.glob(str(d / "proc_*.json")), key=lambda p: int(Path(p).stem.split("_")[1]))
@@ -485,14 +485,35 @@ def summarize(d) -> tuple[list[dict], str]:
         w.writeheader()
         for r in rows:
             w.writerow({k: (f"{v:.5g}" if isinstance(v, float) else v) for k, v in r.items()})
-    return rows, table(rows)
+    return rows, table(rows, compact)
 
 
 def _f(v, fmt):
     return fmt.format(v) if isinstance(v, (int, float)) and v is not None and math.isfinite(v) else "-"
 
 
-def table(rows) -> str:
+def compact_rows(rows) -> list[str]:
+    """One short line per process (the printed table; the full one is table_full.txt)."""
+    L = ["proc label   dMiB step  [p10  -p90 ]  BTE   BTEdev ITER  | smiSM  W   T  spinMHz | pyloop launch cpu "
+         "| sets step%"]
+    for r in rows:
+        if "step_med" not in r:
+            L.append(f"{r['proc']:4d} {str(r['label']):8s} FAILED: {str(r.get('error', ''))[:90]}")
+            continue
+        L.append(f"{r['proc']:4d} {str(r['label']):8s}{_f(r['dummy_mib'], '{:4.0f}')} {_f(r['step_med'], '{:.3f}')} "
+                 f"[{_f(r['step_p10'], '{:.3f}')}-{_f(r['step_p90'], '{:.3f}')}] {_f(r['bte'], '{:.3f}')} "
+                 f"{_f(r.get('bte_dev_ms'), '{:.3f}')}  {_f(r['iter'], '{:.3f}')} | {_f(r.get('sm_med'), '{:4.0f}')} "
+                 f"{_f(r.get('power_med'), '{:3.0f}')} {_f(r.get('temp_med'), '{:2.0f}')} "
+                 f"{_f(r.get('clk_spin_before'), '{:4.0f}')}    | {_f(r.get('py_loop_ms'), '{:6.2f}')} "
+                 f"{_f(r.get('launch_us'), '{:6.2f}')} {str(r.get('cpu', '-')):>3s} "
+                 f"| {_f(100 * r['sets_step_spread'] if 'sets_step_spread' in r else None, '{:.1f}')}")
+    return L
+
+
+def table(rows, compact: bool = False) -> str:
+    if compact:
+        L = compact_rows(rows)
+        return "\n".join(L + _correlations(rows, compact))
     L = ["per process (ms; kernels us, device time of one launch on set 0): step median [p10-p90], 1st/2nd half, "
          "BTE, BTE device (kernel pass x 3), ITER, host gap (wall - GPU step)",
          "proc label    dMiB step   [p10  -p90 ]  1st  /2nd    BTE   BTEdev  ITER  gap    wphi_rk weno_dx gain  loss  "
@@ -523,13 +544,18 @@ def table(rows) -> str:
                  f"{_f(r.get('clk_spin_before'), '{:4.0f}')}/{_f(r.get('clk_spin_after'), '{:<4.0f}')}  "
                  f"{_f(r.get('py_loop_ms'), '{:6.2f}')} {_f(r.get('launch_us'), '{:6.2f}')} "
                  f"{r.get('cpu', '-')}({r.get('cpu_changes', '-')}) {r.get('layout', '-')} {r.get('phi_mod2m_kib', '-')}")
+    return "\n".join(L + _correlations(rows, compact))
+
+
+def _correlations(rows, compact: bool) -> list[str]:
+    L = []
     allok = [r for r in rows if "step_med" in r]
     ok = [r for r in allok if str(r["label"]) != "graph"]  # the bench's config (base, shiftN); graph apart
     if len(ok) < 3:
         ok = allok
     if len(ok) < 2:
         L.append("fewer than two processes with steps: no correlations")
-        return "\n".join(L)
+        return L
     step = [r["step_med"] for r in ok]
     L.append(f"between processes: step {min(step):.3f}-{max(step):.3f} ms, spread {100 * spread(step):.1f} % "
              f"(n={len(ok)}); BTE {100 * spread([r['bte'] for r in ok]):.1f} %, ITER "
@@ -568,7 +594,7 @@ def table(rows) -> str:
     if st:
         L.append("step-level placement test (same process, other device buffers: graph = fresh StageGraphs swapped in, "
                  "2 interleaved rounds; pool = 4k more Phi-sized arrays held): step / BTE medians per set (ms)")
-        for r in st:
+        for r in ([] if compact else st):
             L.append(f"  proc {r['proc']:2d} {str(r['label']):7s} {r['sets_mode']:5s} step {r['sets_step_ms']}  "
                      f"(spread {_f(100 * r['sets_step_spread'], '{:.1f}')} %)  BTE {r['sets_bte_ms']}  "
                      f"(spread {_f(100 * r['sets_bte_spread'], '{:.1f}')} %)  moved {r['sets_phi_moved']}")
@@ -592,7 +618,7 @@ def table(rows) -> str:
         groups.setdefault(r.get("layout"), []).append(r["step_med"])
     L.append(f"virtual layouts of the big arrays: {len(groups)} distinct; " + "; ".join(
         f"{k}: n={len(v)} spread {_f(100 * spread(v), '{:.1f}')} %" for k, v in groups.items()))
-    return "\n".join(L)
+    return L
 
 
 # ------------------------------------------------------------------------------------------- fake
@@ -657,6 +683,7 @@ def main(argv=None) -> int:
     c.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     s = sub.add_parser("summary")
     s.add_argument("dir")
+    s.add_argument("--full", help="also write the full table (both per-process blocks, every step set) to this file")
     f = sub.add_parser("fake")
     f.add_argument("dir")
     f.add_argument("--n", type=int, default=8)
@@ -666,7 +693,9 @@ def main(argv=None) -> int:
     if a.cmd == "fake":
         fake(a.dir, a.n)
         return 0
-    _, text = summarize(a.dir)
+    rows, text = summarize(a.dir, compact=True)
+    if a.full:
+        Path(a.full).write_text(table(rows) + "\n")
     print(text)
     return 0
 

@@ -20,7 +20,8 @@
 #      shift129 base hash0 base pin base graph
 #    A process that fails or times out (30 s; the first 60 s: compiles) is recorded and the next one runs; no
 #    process starts after 145 s.
-# 3. `spread_probe.py summary`: $OUT/spread/procs.csv (one row per process) and a table last: per process the step
+# 3. `spread_probe.py summary`: $OUT/spread/procs.csv (one row per process), table_full.txt and a short table last
+#    (table.txt, ~5 kB for 26 processes): per process the step
 #    median [p10-p90], BTE, ITER, host gap (wall - GPU step), nvidia-smi SM clock / power / temperature / reasons in
 #    the process's timed window, the spin kernel's SM clock, per-kernel device times, CPU, virtual layout; then the
 #    correlation of the step median with each, and the in-process placement test (set-to-set vs process-to-process).
@@ -79,5 +80,5 @@ done
 echo "smi samples: $(wc -l < $R/smi.csv 2>/dev/null)" >> $R/device.txt
 nvidia-smi -i $GPU -q -d CLOCK,PERFORMANCE,POWER,TEMPERATURE > $R/smi_q_after.txt 2>&1
 cat $R/device.txt
-timeout 12 $PY tools/bsp/spread_probe.py summary $R 2> $R/summary.err | tee $R/table.txt
+timeout 12 $PY tools/bsp/spread_probe.py summary $R --full $R/table_full.txt 2> $R/summary.err | tee $R/table.txt
 echo "spread_probe: $SECONDS s"
