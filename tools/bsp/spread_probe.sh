@@ -3,7 +3,9 @@
 # on one quiet H200).  One GPU, <= 170 s wall.  Run from the repository root:
 #     OUT=... bash tools/bsp/spread_probe.sh            (optional: SPREAD_SEQ="base graph ...", SPREAD_LIMIT_S=170)
 # 1. nvidia-smi in the background for the whole call (clocks.sm, clocks.mem, power.draw, temperature.gpu, the
-#    throttle / clock-event reasons; every 100 ms) into $OUT/spread/smi.csv; nvidia-smi -q before and after.
+#    throttle / clock-event reasons; every 100 ms, SPREAD_SMI_MS) into smi.csv; nvidia-smi -q before and after.
+#    Work files in a temporary folder; $OUT/spread/ gets 5 files: spread.tgz (everything), table.txt, table_full.txt,
+#    procs.csv, device.txt (the device call brings back at most 8 files).
 # 2. A sequence of separate processes (tools/bsp/spread_probe.py child), back to back like `bsp bench`, each the
 #    bench's case 6x65x65x300x48:cupy:1:200:5 of config/bsp/dgmosfet.yaml (thread variables 1, prewarm), then
 #    a step-level placement test in the same process (graph: 3 StageGraphs, the run's and 2 fresh ones, swapped in,
@@ -31,7 +33,8 @@ export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 export MPLBACKEND=Agg
 for v in OMP_NUM_THREADS OPENBLAS_NUM_THREADS MKL_NUM_THREADS NUMBA_NUM_THREADS; do export $v=1; done  # as bsp bench
 : "${OUT:?set OUT}"
-R=$OUT/spread; mkdir -p $R
+D=$OUT/spread; mkdir -p $D  # what comes back (<= 8 files a call): spread.tgz, table.txt, table_full.txt, procs.csv, device.txt
+R=$(mktemp -d /tmp/spread_probe.XXXXXX)  # the work folder (a JSON and a log per process, smi.csv, ...), packed at the end
 PY=python3
 LIMIT=${SPREAD_LIMIT_S:-170}
 LAST_START=$((LIMIT - 25))   # no process starts later (a process takes ~5-8 s; 15 s stay for the summary)
@@ -80,5 +83,9 @@ done
 echo "smi samples: $(wc -l < $R/smi.csv 2>/dev/null)" >> $R/device.txt
 nvidia-smi -i $GPU -q -d CLOCK,PERFORMANCE,POWER,TEMPERATURE > $R/smi_q_after.txt 2>&1
 cat $R/device.txt
-timeout 12 $PY tools/bsp/spread_probe.py summary $R --full $R/table_full.txt 2> $R/summary.err | tee $R/table.txt
-echo "spread_probe: $SECONDS s"
+timeout 12 $PY tools/bsp/spread_probe.py summary $R --full $R/table_full.txt 2> $R/summary.err > $R/table.txt
+tar czf $D/spread.tgz -C $R . 2>/dev/null
+cp $R/table.txt $R/table_full.txt $R/procs.csv $R/device.txt $D/ 2>/dev/null
+rm -rf $R
+cat $D/table.txt
+echo "spread_probe: $SECONDS s ($D: $(ls $D | tr '\n' ' '))"
