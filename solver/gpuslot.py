@@ -272,17 +272,13 @@ def cpu_share(cpus, position: int, n: int, topology=None) -> list[int]:
 
 def cpu_list_text(cpus) -> str:
     """'0-7,32-39' of a set of CPU numbers."""
-    out, run = [], []
+    runs = []  # [first, last] of each run of consecutive numbers
     for c in sorted(cpus):
-        if run and c == run[-1] + 1:
-            run.append(c)
-            continue
-        if run:
-            out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
-        run = [c]
-    if run:
-        out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
-    return ",".join(out)
+        if runs and c == runs[-1][1] + 1:
+            runs[-1][1] = c
+        else:
+            runs.append([c, c])
+    return ",".join(f"{a}-{b}" if b != a else str(a) for a, b in runs)
 
 
 def slot_record() -> dict | None:

@@ -56,6 +56,13 @@ def test_rho_rows(emulated_cuda):
     rows = emulated_cuda.rk.rho_rows
     assert emulated_cuda.rk.RHO_TILE == 2400 and emulated_cuda.rk.RHO_ROWS == 4
     assert "#define RHO_TILE 2400" in (Path(emulated_cuda.rk.__file__).parent / "rk.cu").read_text()
+    # rk.py's RHO_TILE is read from that line (one source): _build.define finds exactly one integer define
+    b = emulated_cuda._build
+    assert b.define("rk.cu", "RHO_TILE") == 2400 and b.define("rk.cu", "RHO_UNROLL") == 10
+    assert b.define("scattering.cu", "OVL_TILE") == 6144  # (behind #ifndef there: one line still)
+    for macro in ("RHO_TIL", "NO_SUCH_DEFINE"):  # a prefix of a name is not the name
+        with pytest.raises(ValueError, match="expected one"):
+            b.define("rk.cu", macro)
     assert [rows(n) for n in (150, 300, 600, 700, 1000, 2400, 2401, 5000)] == [4, 4, 4, 3, 2, 1, 1, 1]
 
 

@@ -156,6 +156,11 @@ def test_cpu_share_keeps_cores_and_sockets_together():
     assert gpuslot.cpu_share([5, 3], 2, 4, flat) == [3, 5]
     assert gpuslot.cpu_list_text([0, 1, 2, 3, 8, 9, 11]) == "0-3,8-9,11"
     assert gpuslot.cpu_list_text([7]) == "7"
+    # unsorted input, a run last, lone numbers between runs, a set, nothing, a repeated number (kept apart)
+    assert gpuslot.cpu_list_text([39, 32, 33, 34, 35, 36, 37, 38, 0, 1, 2, 3, 4, 5, 6, 7]) == "0-7,32-39"
+    assert gpuslot.cpu_list_text({5, 1, 3, 9, 10}) == "1,3,5,9-10"
+    assert gpuslot.cpu_list_text([]) == ""
+    assert gpuslot.cpu_list_text([1, 1, 2]) == "1,1-2"
     # this host's sysfs reading gives a (socket, core) pair for CPU 0
     assert len(gpuslot.cpu_topology(0)) == 2
 

@@ -5,15 +5,9 @@
 # implementation on the coarse mesh (CuPy, fast paths on).  BSP_NUMPY=1 adds the standard mesh on
 # NumPy (one step, ~30 s).  Results go to results/<machine>/bsp/device/ and come back as
 # $OUT/bsp_device.tgz.   usage: bash tools/bsp/device_run.sh
-set -u
-export PYTHONUNBUFFERED=1 MPLBACKEND=Agg
-OUT=${OUT:-/tmp/bsp_out}; mkdir -p "$OUT"
-if [ -d .whl ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site:$PWD
-fi
-PY=python3
+PY=python3 BSP_OUT_DEFAULT=/tmp/bsp_out BSP_WHL=1; . "$(dirname "$0")/_preamble.sh"  # set -u, env, OUT, PY, .whl
 t0=$SECONDS
-M=$($PY -c "from solver.provenance import machine_tag; print(machine_tag())")
+M=$(bsp_machine)
 D=results/$M/bsp/device; mkdir -p "$D"
 pack() { tar czf "$OUT/bsp_device.tgz" "$D"; }
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee "$D/nvidia_smi.csv"

@@ -20,20 +20,15 @@
 # config/smoke.yaml to try the chunking on a CPU), CORES (default 16 per GPU, at most nproc) and
 # GPU_JOBS (default: the host's GPUs; --resources gpu=GPU_JOBS: one GPU job per GPU, each timing job on
 # a GPU of its own, docs/workflow.md "Several GPUs on one host") are campaign settings, not variants.
-set -u
+PY=python3 BSP_OUT_DEFAULT=$PWD/out BSP_COMMIT=require; . "$(dirname "$0")/_preamble.sh"  # set -u, env, SOLVER_SOURCE_COMMIT, OUT
 LIMIT_S=${LIMIT_S:-540}
 WORK=${WORK:-/tmp/gpu_yaml}
 TARGETS=${TARGETS:-}
 CONFIG=${CONFIG:-config/gpu.yaml}
-OUT=${OUT:-$PWD/out}
 NGPU=$(ls /dev/nvidia[0-9]* 2>/dev/null | wc -l); [ "$NGPU" -ge 1 ] || NGPU=1
 GPU_JOBS=${GPU_JOBS:-$NGPU}
 CORES=${CORES:-$(( 16 * NGPU < $(nproc) ? 16 * NGPU : $(nproc) ))}
-if [ -z "${SOLVER_SOURCE_COMMIT:-}" ]; then  # the copy's .git is stale: run.json must name the code
-    echo "set SOLVER_SOURCE_COMMIT to the commit of this code (it goes into every run.json)" >&2
-    exit 2
-fi
-mkdir -p "$OUT" "$WORK"
+mkdir -p "$WORK"
 SRC=$PWD
 t0=$(date +%s)
 

@@ -5,9 +5,8 @@
 # contact mode of docs/iv.md §9 within the campaign's time.  Both resume in the next call (ignored
 # scratch/iv).  Returns iv_device.sh's files plus contact_<n>.csv (every 20th row of the long run's
 # scalars) and contact_<n>.log.   usage: IV_LIMIT_S=540 bash tools/bsp/iv_campaign_device.sh
-set -u
-export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
-OUT=${OUT:-/tmp/iv_out}; mkdir -p "$OUT" scratch/iv
+PY=python3 BSP_OUT_DEFAULT=/tmp/iv_out; . "$(dirname "$0")/_preamble.sh"  # set -u, env, OUT
+mkdir -p scratch/iv
 n=$(ls scratch/iv/.call_* 2>/dev/null | wc -l)
 C=scratch/iv/contact_${CONTACT_T_PS:-3}ps
 PYTHONUNBUFFERED=1 python3 -m solver run config/bsp/dgmosfet.yaml --out "$C" --backend cupy --gpu auto --no-progress \

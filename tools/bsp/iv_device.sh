@@ -19,18 +19,12 @@
 # On a host with several GPUs the points spread over them (the iv rule runs `solver run --gpu auto`).
 # IV_LIMIT_S, IV_RESULTS, IV_GPU_SLOTS (concurrent points, default 16 per GPU), CONFIG (default config/gpu.yaml;
 # config/smoke.yaml tries it on a CPU) are campaign settings, not variants.
-set -u
-export PYTHONUNBUFFERED=1 MPLBACKEND=Agg
-OUT=${OUT:-/tmp/iv_out}; mkdir -p "$OUT"
+PY=python3 BSP_OUT_DEFAULT=/tmp/iv_out BSP_WHL=1; . "$(dirname "$0")/_preamble.sh"  # set -u, env, OUT, PY, .whl
 IV_RESULTS=${IV_RESULTS:-scratch/iv}
 CONFIG=${CONFIG:-config/gpu.yaml}
 LIMIT=${IV_LIMIT_S:-540}
-if [ -d .whl ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-    && export PYTHONPATH=/tmp/site:$PWD PATH=/tmp/site/bin:$PATH
-fi
 t0=$SECONDS
-M=$(python3 -c "from solver.provenance import machine_tag; print(machine_tag())")
+M=$(bsp_machine)
 D=$IV_RESULTS/$M/iv; mkdir -p "$D"
 n=$(ls "$IV_RESULTS"/.call_* 2>/dev/null | wc -l); touch "$IV_RESULTS/.call_$n"
 echo "== call $n on $M ($(ls /dev/nvidia[0-9]* 2>/dev/null | wc -l) GPUs, $(nproc) cores): $CONFIG, results in $D, limit ${LIMIT} s"

@@ -2,10 +2,7 @@
 # numerics.iter_overlap on the device (docs/performance-iter-overlap.md): its gpu tests, then a same-call
 # A/B of the bench (standard and NZ = 129 meshes, 200 steps after 5) with the variant off / on,
 # alternated, two rounds (a bench not started past ~133 s).  From the repository root, <= 150 s:  OUT=... bash tools/bsp/overlap_device.sh
-set -u
-export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 MPLBACKEND=Agg
-export SOLVER_SOURCE_COMMIT=${SOLVER_SOURCE_COMMIT:-$(git rev-parse HEAD 2>/dev/null || echo unknown)}
-OUT=${OUT:?set OUT}; PY=python3
+PY=python3 BSP_COMMIT=git; . "$(dirname "$0")/_preamble.sh"  # set -u, env, SOLVER_SOURCE_COMMIT, OUT
 L=$OUT/overlap; mkdir -p "$L"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > "$L/nvidia_smi.csv" 2>&1
 CFG=config/bsp/dgmosfet.yaml; STD=6x65x65x300x48; NZ129=6x65x129x300x48

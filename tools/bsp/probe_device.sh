@@ -5,9 +5,8 @@
 # 2. one replay of the ITER stage graph on the GPU against ITER per step (iter_graph_probe.py), standard, 6x65x129
 # 3. every kernel of one whole step under ncu (step_ncu.py; real clocks), standard and 6x65x129: $OUT/probe/ncu_*.csv
 # 4. paper 001's ITER kernel tables (bsp iter-kernels)
-set -u
-export PYTHONUNBUFFERED=1 MPLBACKEND=Agg PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
-OUT=${OUT:?set OUT}; L=$OUT/probe; mkdir -p "$L"; PY=python3; t0=$SECONDS
+PY=python3; . "$(dirname "$0")/_preamble.sh"  # set -u, env, OUT
+L=$OUT/probe; mkdir -p "$L"; t0=$SECONDS
 echo "${SOLVER_SOURCE_COMMIT:-unknown}" > "$L/commit.txt"
 timeout 80 $PY tools/bsp/eigen_tw_probe.py --out "$L" > "$L/eigen_probe.log" 2>&1 || echo "eigen probe: exit $?" >> "$L/eigen_probe.log"
 for m in 6x65x65x300x48 6x65x129x300x48; do

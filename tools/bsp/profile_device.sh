@@ -5,18 +5,9 @@
 # standard mesh on the GPU (CUDA vs array) and on the host (numba 1/16 threads vs NumPy).
 # Results under results/<machine>/..., packed into $OUT/bsp_profile.tgz.
 # usage: bash tools/bsp/profile_device.sh   (carry .whl for Snakemake)
-set -u
-export PYTHONUNBUFFERED=1 MPLBACKEND=Agg
-OUT=${OUT:-/tmp/bsp_profile_out}; mkdir -p "$OUT"
-if [ -d .whl ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
-  export PYTHONPATH=/tmp/site:$PWD
-else
-  export PYTHONPATH=$PWD
-fi
-PY=python3
+PY=python3 BSP_OUT_DEFAULT=/tmp/bsp_profile_out BSP_WHL=1; . "$(dirname "$0")/_preamble.sh"  # set -u, env, OUT, PY, .whl
 t0=$SECONDS
-M=$($PY -c "from solver.provenance import machine_tag; print(machine_tag())")
+M=$(bsp_machine)
 D=results/$M/bsp/device; K=results/$M/bsp/kernels; mkdir -p "$D" "$K"
 pack() { tar czf "$OUT/bsp_profile.tgz" results/$M/pytest_gpu_all.log "$D"/validation_coarse_final* "$K" 2>/dev/null; }
 echo "== all gpu tests ($((SECONDS-t0)) s)"

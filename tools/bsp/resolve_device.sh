@@ -4,10 +4,7 @@
 # A/B of ITER per step (levels / fused alternated, two rounds).  ~150 s.  From the repository root:
 #   OUT=... bash tools/bsp/resolve_device.sh
 # (a bench run is not started past 125 s; each is ~15-20 s)
-set -u
-export PYTHONUNBUFFERED=1 MPLBACKEND=Agg PYTHONPATH=$PWD
-export SOLVER_SOURCE_COMMIT=${SOLVER_SOURCE_COMMIT:-$(git rev-parse HEAD 2>/dev/null || echo unknown)}
-OUT=${OUT:?set OUT}; PY=python3
+PY=python3 BSP_COMMIT=git; . "$(dirname "$0")/_preamble.sh"  # set -u, env, SOLVER_SOURCE_COMMIT, OUT
 L=$OUT/resolve; mkdir -p "$L"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > "$L/gpu.txt"; cat "$L/gpu.txt"
 CFG=config/bsp/dgmosfet.yaml; STD=6x65x65x300x48; NZ129=6x65x129x300x48

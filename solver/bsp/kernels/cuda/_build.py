@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import importlib.resources
 import os
+import re
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
@@ -48,6 +49,15 @@ def put(dst, src):
 def source(name: str) -> str:
     """The text of the CUDA source ``name`` of this package."""
     return _SOURCES.joinpath(name).read_text()
+
+
+def define(name: str, macro: str) -> int:
+    """The integer of ``#define macro <int>`` in the CUDA source ``name`` (exactly one such line): a
+    launcher's copy of a size the kernel is built with, read from the one place it is set."""
+    found = re.findall(rf"^[ \t]*#[ \t]*define[ \t]+{re.escape(macro)}[ \t]+(\d+)\b", source(name), re.MULTILINE)
+    if len(found) != 1:
+        raise ValueError(f"{name}: {len(found)} lines '#define {macro} <int>', expected one")
+    return int(found[0])
 
 
 def _key(name: str, options=(), defines=None) -> tuple:

@@ -175,6 +175,12 @@ extern "C" __global__ void __launch_bounds__(1024) bcr_rhs(
 //   h >= 2: x_i = Xr_i - XA_i x_{i-h} - XC_i x_{i+h}
 //   h = 0:  x_0 = z_0 (one block).
 // Dirichlet entries = b exactly, as poisson.solve_linsys.
+// bcr_resolve's back-substitution phase repeats this row body on purpose, not through a shared helper:
+// there X and z are written by other blocks of the same launch (plain loads, not this kernel's
+// const __restrict__ read-only path), and each kernel's FP contractions are the compiler's (fused and
+// levels differ by rounding on the device, schema numerics.resolve): moving the body could change
+// either kernel's bits.  Change one, change the other (tests/test_bsp_kernels_cuda_resolve.py:
+// fused == levels bitwise on the emulation, to rounding on the device).
 extern "C" __global__ void __launch_bounds__(1024) bcr_backsub(
     const double* __restrict__ Bw, const double* __restrict__ X, const double* __restrict__ z,
     const double* __restrict__ lo, const double* __restrict__ up, const double* __restrict__ b,
@@ -323,7 +329,10 @@ extern "C" __global__ void __launch_bounds__(1024) bcr_resolve(
             x[r] = dir[r] ? b[r] : v;
         }
     }
-    for (int h = htop; h >= 1; h /= 2) {  // the back substitution
+    // the back substitution: bcr_backsub's row body (h >= 1) over the grid's warps, kept a copy (see there:
+    // X and z are written in this launch, so they are read through plain loads; the contractions are this kernel's;
+    // phases A and B copy bcr_rhs's sums the same way)
+    for (int h = htop; h >= 1; h /= 2) {
         grid_barrier(bar, nb, target);
         const int ne = (NX - 1 - h) / (2 * h) + 1;
         for (int t = gw; t < ne * N; t += TW) {

@@ -53,9 +53,7 @@ __global__ void bsp_rk_dens(const double* Phi, const double* Phi0, const double*
    memory, the next 8 values read while the current 8 are added.  A row longer than RHO_TILE (rows = 1)
    goes through in chunks of RHO_TILE values, the sum carried over (same order).
    docs/performance-bte-kernels.md §14. */
-#ifndef RHO_TILE
-#define RHO_TILE 2400
-#endif
+#define RHO_TILE 2400  /* the one place it is set: rk.py reads this line (_build.define) for its rows per block */
 #define RHO_UNROLL 10
 
 __global__ void bsp_rho(const double* __restrict__ PhiHat, double* __restrict__ rho, int nrow, int NW,

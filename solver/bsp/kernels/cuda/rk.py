@@ -33,7 +33,7 @@ BLOCK = 256  # threads per block; bsp_wphi_rk is compiled with __launch_bounds__
 TILE = 1536  # values per block: LINES = TILE // NPHI whole phi lines (12 KB of shared memory)
 RHO_BLOCK = 256  # threads per block of bsp_rho (x RHO_UNROLL = 10 loads each >= RHO_TILE: one load round)
 RHO_ROWS = 4  # rows (i, nu, p) per block of bsp_rho: 293 blocks standard, 581 fine (docs/performance-bte-kernels.md §14)
-RHO_TILE = 2400  # bsp_rho's shared tile (values; rk.cu's default of the define): 4 rows up to NW = 600
+RHO_TILE = _build.define(SOURCE, "RHO_TILE")  # bsp_rho's shared tile (values; rk.cu's define, 2400): 4 rows up to NW = 600
 # shared memory budget of one block of bsp_wphi_rk (sets its rows per block): 32 KB ran 6-7 % faster
 # than 48 KB (more blocks per SM) on the H200, standard and fine mesh (docs/performance-bte-kernels.md §7);
 # 36 KB (round 7, §11) still fits 6 blocks per SM (6 x (36 + 1) KB <= 228 KB) and holds 16 rows at NPHI = 48
