@@ -63,7 +63,6 @@ GPU_THREADS = max(1, _cores() // GPU_JOBS)
 HOST_SLICES = bool(config.get("host_slices", False)) and USE_GPU and GPU_JOBS > 1
 SOLVER_GPU = f"{SOLVER} --gpu {'slice' if HOST_SLICES else 'exclusive'}"
 SOLVER_CPU_TIMING = SOLVER_GPU if HOST_SLICES else SOLVER  # a CPU timing run: a slice, or the whole host
-SOLVER_GPU_HOST = f"{SOLVER} --gpu exclusive"  # a GPU job holding every core: never pinned to a slice
 CPU_TIMING_GPU = 1 if HOST_SLICES else 0  # the gpu resource a CPU timing run holds (its slice's GPU)
 if USE_GPU and workflow.local_exec and not workflow.remote_exec and HOST_GPUS > GPU_JOBS:
     print(f"note: {HOST_GPUS} GPUs visible, {GPU_JOBS} GPU job(s) at a time (resource gpu); "

@@ -142,10 +142,10 @@ if enabled("rgf"):
             fig=report(res("rgf", "fig7_cases.png"), caption=report_caption("rgf_figures"), category="paper 002"),
         params:
             cases=",".join(map(str, RGF_CASES)),
-            # case 5 on a GPU of its own; 1-4 on every core of a one-GPU host. With host_slices a timing job
-            # like bsp_run: a slice (its GPU, its cores pinned, that many threads), as on a one-GPU host;
-            # 2026-11-27 the whole 64-vCPU host with 64 threads made cases 1-4 2-11x slower than 16 threads
-            solver=(SOLVER_GPU if HOST_SLICES else SOLVER_GPU_HOST) if 5 in RGF_CASES else SOLVER_CPU_TIMING,
+            # a timing job like bsp_run: case 5 on a GPU of its own, 1-4 on every core of a one-GPU host; with
+            # host_slices a slice (its GPU, its cores pinned, that many threads), as on a one-GPU host
+            # (2026-11-27 the whole 64-vCPU host with 64 threads made cases 1-4 2-11x slower than 16 threads)
+            solver=SOLVER_GPU if 5 in RGF_CASES else SOLVER_CPU_TIMING,
         log:
             logf("rgf", "cases"),
         benchmark:

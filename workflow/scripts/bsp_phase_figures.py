@@ -11,12 +11,12 @@ from solver.bsp import analysis as A
 runs = pd.read_csv(snakemake.input.timing)
 sec, t5, t3 = A.sectioned_tables(runs, A.read_sections(snakemake.input.sections))
 out, mesh, base = snakemake.output, snakemake.params.mesh, snakemake.params.baseline
-with_paper = pd.concat([runs, A.paper_runs_000()])  # Table 5 of 000's versions as the last bars
-io.save_figure(A.plot_weights(A.weights(with_paper, "step", A.TOP), A.TOP,
+paper = A.paper_runs_000()  # Table 5 of 000's versions as the last bars
+io.save_figure(A.plot_weights(A.weights(pd.concat([runs, paper]), "step", A.TOP), A.TOP,
                               f"Fig 11 (000): weight of BTE / DENS / ITER per time step, mesh {mesh}"), out.fig11)
 io.save_figure(A.plot_weights(A.weights(runs, "BTE", A.BTE_KERNELS), A.BTE_KERNELS,
                               f"Fig 12 (000): weight of the BTE kernels, mesh {mesh}"), out.fig12)
-io.save_figure(A.plot_weights(A.weights(pd.concat([sec, A.paper_runs_000()]), "ITER", A.ITER_STEPS), A.ITER_STEPS,
+io.save_figure(A.plot_weights(A.weights(pd.concat([sec, paper]), "ITER", A.ITER_STEPS), A.ITER_STEPS,
                               f"Fig 13 (000): weight of the ITER steps, mesh {mesh}"), out.fig13)
 paper001 = A.paper_speedups_001()
 io.save_figure(A.plot_speedups(A.speedups(t5, base),
