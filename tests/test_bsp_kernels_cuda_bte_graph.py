@@ -85,16 +85,18 @@ def _gpu_models(bte_cases, mesh, extra=()):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("mesh, scat, closed, given_dx", [
-    (dict(NX=9, NS=2, NW=60, NPHI=48), True, False, False),
-    (dict(NX=9, NS=2, NW=60, NPHI=48), False, False, False),
-    (dict(NX=9, NS=1, NW=40, NPHI=24), True, True, False),
-    (dict(NX=9, NS=2, NW=30, NPHI=48), True, False, True)])
-def test_gpu_graph_stages_equal_launches(cupy_backend, bte_cases, rng, mesh, scat, closed, given_dx):
+@pytest.mark.parametrize("mesh, scat, closed, given_dx, rule", [
+    (dict(NX=9, NS=2, NW=60, NPHI=48), True, False, False, "reference"),
+    (dict(NX=9, NS=2, NW=60, NPHI=48), False, False, False, "reference"),
+    (dict(NX=9, NS=1, NW=40, NPHI=24), True, True, False, "reference"),
+    (dict(NX=9, NS=2, NW=30, NPHI=48), True, False, True, "reference"),
+    (dict(NX=9, NS=2, NW=60, NPHI=48), True, False, False, "hybrid")])
+def test_gpu_graph_stages_equal_launches(cupy_backend, bte_cases, rng, mesh, scat, closed, given_dx, rule):
     """Two time steps (6 stages) of bte.advance through the graph and without it: Phi, rho and PhiHat
-    bit for bit; new dt and alpha every stage (the scalars the graph copies in)."""
+    bit for bit; new dt and alpha every stage (the scalars the graph copies in); both contact rules
+    (hybrid: WENO_x's inflow shape and flag captured in the graph)."""
     cp = cupy_backend.xp
-    on, off = _gpu_models(bte_cases, mesh)
+    on, off = _gpu_models(bte_cases, mesh, (f"numerics.contact_rule={rule}",))
     assert bte.graphed(on, cupy_backend) and not bte.graphed(off, cupy_backend)
     d = bte_cases.inputs(on, rng, "random")
     g = {k: cp.asarray(v) for k, v in d.items() if k != "A"}

@@ -159,10 +159,10 @@ def advance(model, backend, s, Phi0, Phi, sd: StageData, dt, timer=None, dx=None
 
 
 def graphed(model, backend) -> bool:
-    """numerics.bte_graph (default true) where the fused stage runs (cupy, numerics.bte_kernels fast):
-    the stage replayed from a CUDA graph (solver/bsp/kernels/cuda/bte_graph.py) and W by one kernel."""
-    return (backend.name == "cupy" and bool(model.cfg.get("numerics", {}).get("bte_graph", True))
-            and model.cfg.get("numerics", {}).get("contact_rule", "reference") == "reference"  # hybrid: not tried in a graph
+    """numerics.bte_graph where the fused stage runs (cupy, numerics.bte_kernels fast / fast2): the stage
+    replayed from a CUDA graph (solver/bsp/kernels/cuda/bte_graph.py) and W by one kernel; either contact
+    rule (WENO_x's hybrid inflow shape is a cached device array, its flag a launch argument)."""
+    return (backend.name == "cupy" and bool(model.cfg.get("numerics", {}).get("bte_graph", False))
             and _kernels.lookup(model, backend, "RK_wphi") is not None)
 
 

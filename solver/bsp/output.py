@@ -50,13 +50,14 @@ def profiles(model, rho, j_sub, eps, deps_dx) -> pd.DataFrame:
     return pd.DataFrame(cols)
 
 
-def scalars_row(model, step, t, dt, rho, j_sub, newton_iterations, contact=None) -> dict:
+def scalars_row(model, step, t, dt, rho_x, j_x, newton_iterations, contact=None) -> dict:
     """Time-series record: mass int N_s dx per metre of width, mean current <j> (A/m), and (given
     ``contact`` = the min and max of Phi on each contact node, see contact_lines) the contact-line
-    monitor ``contact_phi_min``."""
+    monitor ``contact_phi_min``.  ``rho_x``, ``j_x``: rho and j_sub summed over valleys and subbands
+    (Simulation.scalar_fields)."""
     s = model.scales
-    Ns = VALLEY_DEGENERACY * rho.sum(axis=(1, 2)) * s.rho
-    j = VALLEY_DEGENERACY * j_sub.sum(axis=(1, 2)) * s.j
+    Ns = VALLEY_DEGENERACY * rho_x * s.rho
+    j = VALLEY_DEGENERACY * j_x * s.j
     row = {
         "step": int(step),
         "time_s": float(t * s.t),

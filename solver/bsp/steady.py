@@ -62,8 +62,8 @@ class Monitor:
         self.last = {}
 
     def update(self, step: int, t_s: float, mean_current: float, host) -> bool:
-        """Add the state of ``step`` (host fields of Simulation.host_fields); True at steady state."""
-        Ns = VALLEY_DEGENERACY * host["rho"].sum(axis=(1, 2)) * self.model.scales.rho
+        """Add the state of ``step`` (``host``: Simulation.scalar_fields of it); True at steady state."""
+        Ns = VALLEY_DEGENERACY * host["rho_x"] * self.model.scales.rho
         self.hist.append((t_s, mean_current, Ns))
         t0 = t_s - self.window_s
         while len(self.hist) > 2 and self.hist[1][0] <= t0 * (1 + 1e-12):
@@ -137,8 +137,7 @@ def current_profiles(sim) -> dict:
     jscale = VALLEY_DEGENERACY * m.dw * m.dphi * m.scales.j
     steps = div.sum(axis=(1, 2)) * m.dx * jscale  # h_{i+1/2} - h_{i-1/2}
     face = np.concatenate([[0.0], np.cumsum(steps)])
-    host = sim.host_fields(st)
-    nodal = VALLEY_DEGENERACY * host["j_sub"].sum(axis=(1, 2)) * m.scales.j
+    nodal = VALLEY_DEGENERACY * sim.scalar_fields(st)["j_x"] * m.scales.j
     mean = float(np.sum(_trapezoid_cells(nodal)) / (len(nodal) - 1))
     face += mean - face.mean()
     return {"nodal": nodal, "face": face, "mean": mean}

@@ -3,11 +3,12 @@
 #     OUT=... SOLVER_SOURCE_COMMIT=... bash tools/bsp/iv_step_probe.sh      (optional: IVP_STEPS=3000)
 # The point -0.2 V / 0.4 V of config/gpu.yaml's iv study (coarse mesh 6x33x33x150x24, cupy, steady monitor on,
 # checkpoints every 500 steps) runs IVP_STEPS steps fresh under each variant, one process each, back to back:
-#   hyb_s1     numerics.contact_rule=hybrid, output.scalars_every=1   (the campaign's low-V_G points as they ran)
-#   hyb_s10    the same with output.scalars_every=10
-#   ref_s1     the authors' contact rule (the points above V_G = -0.2 V), numerics.bte_graph=false (the default)
+#   hyb_s1     numerics.contact_rule=hybrid, output.scalars_every=1, numerics.bte_graph=false (the campaign's
+#              low-V_G points as they ran)
+#   hyb_s1_g   hyb_s1 with numerics.bte_graph=true
+#   hyb_s10_g  hyb_s1_g with output.scalars_every=10
+#   ref_s1     the authors' contact rule (the points above V_G = -0.2 V), numerics.bte_graph=false
 #   ref_s1_g   ref_s1 with numerics.bte_graph=true
-#   ref_s10_g  ref_s1_g with output.scalars_every=10
 # then hyb_s1 once more under cProfile (1000 steps).  Per variant: wall per step (run.json summary.wall_s over the
 # steps, start-up excluded), the step timer's mean and the part outside it (scalars, monitor, checkpoints).
 # $OUT/ivp/: table.txt, ivp.tgz (every run.json, log, the profile's top functions).
@@ -21,25 +22,26 @@ BASE=(--set mesh.N_sbn=6 --set mesh.NX=33 --set mesh.NZ=33 --set mesh.NW=150 --s
       --set steady.enabled=true --set steady.window_ps=0.2 --set steady.rtol=0.005 --set steady.conservation_tol=0.02
       --set output.checkpoint_every_steps=500)
 declare -A V=(
-    [hyb_s1]="--set numerics.contact_rule=hybrid --set output.scalars_every=1"
-    [hyb_s10]="--set numerics.contact_rule=hybrid --set output.scalars_every=10"
+    [hyb_s1]="--set numerics.contact_rule=hybrid --set output.scalars_every=1 --set numerics.bte_graph=false"
+    [hyb_s1_g]="--set numerics.contact_rule=hybrid --set output.scalars_every=1 --set numerics.bte_graph=true"
+    [hyb_s10_g]="--set numerics.contact_rule=hybrid --set output.scalars_every=10 --set numerics.bte_graph=true"
     [ref_s1]="--set output.scalars_every=1 --set numerics.bte_graph=false"
     [ref_s1_g]="--set output.scalars_every=1 --set numerics.bte_graph=true"
-    [ref_s10_g]="--set output.scalars_every=10 --set numerics.bte_graph=true"
 )
-for v in hyb_s1 hyb_s10 ref_s1 ref_s1_g ref_s10_g; do
+VARIANTS="hyb_s1 hyb_s1_g hyb_s10_g ref_s1 ref_s1_g"
+for v in $VARIANTS; do
     # shellcheck disable=SC2086
     timeout 120 $PY -m solver run config/bsp/dgmosfet.yaml --out "$R/$v" --backend cupy --threads 1 --no-progress \
         "${BASE[@]}" ${V[$v]} > "$R/$v.log" 2>&1 || echo "$v: exit $?" >> "$R/failed.txt"
 done
 timeout 120 $PY -m cProfile -o "$R/prof.out" -m solver run config/bsp/dgmosfet.yaml --out "$R/prof" --backend cupy \
     --threads 1 --no-progress "${BASE[@]}" --set time.steps=1000 ${V[hyb_s1]} > "$R/prof.log" 2>&1
-$PY - "$R" > "$D/table.txt" <<'EOF'
+$PY - "$R" $VARIANTS > "$D/table.txt" <<'EOF'
 import json, pstats, sys
 from pathlib import Path
 r = Path(sys.argv[1])
 print(f"{'variant':10s} {'steps':>6s} {'wall/step ms':>12s} {'step ms':>8s} {'outside ms':>10s} {'BTE ms':>7s} {'ITER ms':>7s}")
-for v in ["hyb_s1", "hyb_s10", "ref_s1", "ref_s1_g", "ref_s10_g"]:
+for v in sys.argv[2:]:
     p = r / v / "run.json"
     if not p.exists():
         print(f"{v:10s} (no run.json)"); continue

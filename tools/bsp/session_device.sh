@@ -15,7 +15,7 @@
 #               and the authors' Newton on three meshes, for the same-call comparison
 # Logs and tables go to $OUT/<part>/ (packed as $OUT/<part>.tgz); a short table is printed last.
 PY=python3; . "$(dirname "$0")/_preamble.sh"  # set -u, env (PYTHONPATH: tools/*.py import solver from this tree), OUT
-PART=${1:?part: ab | checks | bench | final | lean | x4 | fast2 | hybrid}
+PART=${1:?part: ab | graph | checks | bench | final | lean | x4 | fast2 | hybrid}
 BASE=${BASE:-_dev/base}
 L=/tmp/session_$PART; rm -rf "$L"; mkdir -p "$L"
 t0=$SECONDS; left() { echo $(( $1 - (SECONDS - t0) )); }
@@ -52,6 +52,27 @@ ab)
   bench . numba1_new --case $STD:numba:1:3:1
   echo "part,mesh,backend,threads,steps,step_ms,bte_ms,dens_ms,iter_ms,newton_per_step" > "$L/summary.csv"
   for d in "$L"/*/; do row "$(basename "$d")" >> "$L/summary.csv"; done
+  ;;
+graph)
+  # numerics.bte_graph false / true interleaved (~4 min on an H200): the gpu tests of the files the graph and the
+  # scalars touch, the standard mesh 3 rounds (200 steps after 5), the fine mesh 2 rounds (100 after 5), then
+  # tools/bsp/iv_step_probe.sh (an I-V point's wall per step; its table last)
+  echo "== gpu tests ($((SECONDS-t0)) s)"
+  timeout 150 $PY -m pytest -m gpu -q -p no:cacheprovider tests/test_bsp_kernels_cuda_bte_graph.py tests/test_bsp_simulation.py \
+      tests/test_bsp_steady.py tests/test_bsp_contact_monitor.py tests/test_bsp_kernels_cuda_weno.py > "$L/pytest_gpu.log" 2>&1
+  tail -3 "$L/pytest_gpu.log"
+  for r in 1 2 3; do for g in false true; do
+    echo "== standard round $r bte_graph $g ($((SECONDS-t0)) s)"
+    bench . std_${g}_$r --set numerics.bte_graph=$g --case $STD:cupy:1:200:5
+  done; done
+  for r in 1 2; do for g in false true; do
+    echo "== fine round $r bte_graph $g ($((SECONDS-t0)) s)"
+    bench . fine_${g}_$r --set numerics.bte_graph=$g --case $FINE:cupy:1:100:5
+  done; done
+  echo "part,mesh,backend,threads,steps,step_ms,bte_ms,dens_ms,iter_ms,newton_per_step" > "$L/summary.csv"
+  for d in "$L"/*/; do row "$(basename "$d")" >> "$L/summary.csv"; done
+  echo "== iv_step_probe ($((SECONDS-t0)) s)"
+  OUT=$L timeout 150 bash tools/bsp/iv_step_probe.sh > "$L/ivp.log" 2>&1
   ;;
 checks)
   echo "== gpu tests ($((SECONDS-t0)) s)"
