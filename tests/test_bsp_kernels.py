@@ -31,7 +31,7 @@ def test_phases_are_the_papers_names():
     assert kernels.PHASES == ("WENO_x", "WENO_w", "WENO_phi", "scat_gain", "scat_loss", "RK", "RK_wphi", "overlap", "eigen",
                               "Frechet", "construct_linsys", "solve_linsys", "newton_rhs", "newton_norms", "deps_dx",
                               "newton_norms_tail", "iter_start", "linsys_rhs", "newton_iteration", "density_probe",
-                              "iter_prologue")
+                              "iter_prologue", "scalars_probe")
     with pytest.raises(KeyError, match="no BSP phase 'gain'"):
         kernels.lookup(model(), NP_BE, "gain")
 

@@ -346,31 +346,23 @@ class Simulation:
         return dx
 
     # ------------------------------------------------------------------ outputs
-    def j_sub(self, Phi):
-        """Nodal current per valley and subband before its scale, j_sub[x, valley, subband] =
-        dw dphi sum_(w, phi) a1 Phi, on the backend: one batched matrix-vector product (CuPy's einsum
-        of the same sum cost the host ~0.5 ms per call, docs/iv.md §16)."""
-        m = self.model
-        NX, NV, NS, NW, NPHI = Phi.shape
-        a1 = m.on(self.backend, "a1").reshape(NV, NW * NPHI, 1)  # (3, NW, NPHI)
-        return m.dw * m.dphi * self.xp.matmul(Phi.reshape(NX, NV, NS, NW * NPHI), a1)[..., 0]
-
     def scalar_fields(self, st: State) -> dict:
         """What a scalars row and the steady monitor read (output.scalars_row, steady.Monitor.update):
         ``rho_x`` and ``j_x``, rho and j_sub summed over valleys and subbands (NX each), and ``contact``
-        (output.contact_lines), summed on the backend and read in one transfer."""
-        xp, NX = self.xp, self.model.NX
-        flat = self.backend.to_numpy(xp.concatenate([st.rho.sum(axis=(1, 2)), self.j_sub(st.Phi).sum(axis=(1, 2)),
-                                                     output.contact_lines(xp, st.Phi)]))
+        (output.contact_lines), formed on the backend and read in one transfer (dens.scalars_probe)."""
+        NX = self.model.NX
+        flat = dens.scalars_probe(self.model, self.backend, st.rho, st.Phi)
         return {"rho_x": flat[:NX], "j_x": flat[NX:2 * NX], "contact": flat[2 * NX:]}
 
     def host_fields(self, st: State) -> dict:
-        """Every field of the state on the host (snapshots, profiles), with scalar_fields' sums."""
-        be, m = self.backend, self.model
+        """Every field of the state on the host (snapshots, profiles), with scalar_fields' numbers."""
+        be, xp, m = self.backend, self.xp, self.model
+        a1 = m.on(be, "a1")  # (3, NW, NPHI)
+        j_sub = m.dw * m.dphi * xp.einsum("inplm,nlm->inp", st.Phi, a1)
         if st.N is None:
             st.N = poisson.volume_density(m, be, st.rho, st.chi)
         host = {k: be.to_numpy(v) for k, v in dict(
-            V=st.V, N=st.N, eps=st.eps, deps_dx=st.deps_dx, rho=st.rho, chi=st.chi, j_sub=self.j_sub(st.Phi)).items()}
+            V=st.V, N=st.N, eps=st.eps, deps_dx=st.deps_dx, rho=st.rho, chi=st.chi, j_sub=j_sub).items()}
         return {**host, **self.scalar_fields(st)}
 
     def record_scalars(self, host) -> None:

@@ -67,6 +67,7 @@ REFERENCE = {
     # the start's eigenpairs of a stage's first such iteration launched while the BTE runs (cupy: a second
     # stream, numerics.iter_overlap); the reference launches nothing early (None)
     "iter_prologue": "solver.bsp.poisson.iter_prologue",
+    "scalars_probe": "solver.bsp.dens.scalars_probe",  # a scalars row's numbers, one read (cupy: one launch)
 }
 PHASES = tuple(REFERENCE)
 FAST_ONLY = frozenset({"RK", "RK_wphi", "overlap"})  # fast paths that run only with numerics.bte_kernels: fast (or fast2)

@@ -23,7 +23,8 @@ phases stay on the array reference).
                                            Newton iteration replayed from a CUDA graph (density by iter_density);
                                            iter_prologue (numerics.iter_overlap): its start's eigenpairs on a
                                            second stream during the BTE
-    dens.py        + dens.cu               density_probe (the stage's density check numbers, one launch)
+    dens.py        + dens.cu               density_probe (the stage's density check numbers, one launch),
+                                           scalars_probe (a scalars row's numbers, one launch)
     _cublas.py     (cuBLAS via ctypes)     batched LU solve and GEMM inside newton.BatchedGraph's capture
     dense.py       (cuSOLVER)              the dense Newton system (numerics.linsys: dense, the baseline)
     (solver/bsp/blocktri_batched.py: the batched block solve of numerics.linsys: batched_cr, array code)
@@ -63,5 +64,6 @@ TABLE = {
     "linsys_rhs": newton.linsys_rhs,
     "newton_iteration": iter_graph.newton_iteration,
     "density_probe": dens.density_probe,
+    "scalars_probe": dens.scalars_probe,
     "iter_prologue": iter_graph.iter_prologue,
 }
