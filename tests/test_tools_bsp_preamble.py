@@ -22,6 +22,7 @@ SCRIPTS = {
     "probe_device.sh": (None, None),
     "resolve_device.sh": (None, "git"),
     "overlap_device.sh": (None, "git"),
+    "iv_step_probe.sh": (None, "require"),
 }
 
 
