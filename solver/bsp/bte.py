@@ -15,7 +15,7 @@ numerics.bte_kernels fast) H is never formed: the terms G, Lc and the three WENO
 kernel that writes Phi^{s+1} and its densities (DENS); ``rk_update`` is that path's reference.
 With the fused fast path RK_wphi (cupy) the same kernel also forms the w and phi terms, so the
 phases WENO_w and WENO_phi run inside ``RK``; ``stage_update`` is its reference.  With
-numerics.bte_graph (cupy, default true; ``graphed``) the whole stage (scat_gain, scat_loss, WENO_x
+numerics.bte_graph (cupy, default false; ``graphed``) the whole stage (scat_gain, scat_loss, WENO_x
 and the fused kernel) is one replay of a CUDA graph, timed as ``RK``, on the graph's buffers: the
 Phi, rho and PhiHat it returns stay valid until two stages later (kernels/cuda/bte_graph.py).
 """
