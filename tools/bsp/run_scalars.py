@@ -10,7 +10,8 @@ from pathlib import Path
 import h5py
 import pandas as pd
 
-from solver.bsp.simulation import CHECKPOINT, _read_table
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # this tree's solver, without PYTHONPATH
+from solver.bsp.simulation import CHECKPOINT, _read_table  # noqa: E402
 
 run, out = Path(sys.argv[1]), sys.argv[2]
 every = int(sys.argv[3]) if len(sys.argv) > 3 else 1
