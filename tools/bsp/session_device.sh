@@ -58,8 +58,8 @@ graph)
   # scalars touch, the standard mesh 3 rounds (200 steps after 5), the fine mesh 2 rounds (100 after 5), then
   # tools/bsp/iv_step_probe.sh (an I-V point's wall per step; its table last)
   echo "== gpu tests ($((SECONDS-t0)) s)"
-  timeout 150 $PY -m pytest -m gpu -q -p no:cacheprovider tests/test_bsp_kernels_cuda_bte_graph.py tests/test_bsp_simulation.py \
-      tests/test_bsp_steady.py tests/test_bsp_contact_monitor.py tests/test_bsp_kernels_cuda_weno.py > "$L/pytest_gpu.log" 2>&1
+  timeout 150 $PY -m pytest -m gpu -q -p no:cacheprovider tests/test_bsp_kernels_cuda_bte_graph.py tests/test_bsp_density_probe.py \
+      tests/test_bsp_simulation.py tests/test_bsp_steady.py tests/test_bsp_contact_monitor.py tests/test_bsp_kernels_cuda_weno.py > "$L/pytest_gpu.log" 2>&1
   tail -3 "$L/pytest_gpu.log"
   for r in 1 2 3; do for g in false true; do
     echo "== standard round $r bte_graph $g ($((SECONDS-t0)) s)"
