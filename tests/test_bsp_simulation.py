@@ -291,8 +291,7 @@ def test_resumed_potential_starts_from_the_checkpointed_eigenpairs(tmp_path, mon
 def test_scalar_fields_equal_the_host_fields_sums(tmp_path):
     """scalar_fields (what a scalars row and the steady monitor read, one transfer; numpy: the array
     reference of dens.scalars_probe): rho_x and j_x are the host rho and j_sub summed over valleys and
-    subbands, contact is contact_lines, bit for bit; host_fields carries the same three; the last
-    scalars row is made of them."""
+    subbands, contact is contact_lines, bit for bit; the last scalars row is made of them."""
     from solver.bsp import output
 
     sim = sim_of(cfg_of(steps=3), tmp_path / "r")
@@ -302,8 +301,6 @@ def test_scalar_fields_equal_the_host_fields_sums(tmp_path):
     assert np.array_equal(sc["rho_x"], host["rho"].sum(axis=(1, 2)))
     assert np.array_equal(sc["j_x"], host["j_sub"].sum(axis=(1, 2)))
     assert np.array_equal(sc["contact"], output.contact_lines(np, st.Phi))
-    for k in ("rho_x", "j_x", "contact"):
-        assert np.array_equal(sc[k], host[k]), k
     assert sc["rho_x"].shape == sc["j_x"].shape == (m.NX,) and sc["contact"].shape == (2,)
     row = output.scalars_row(m, st.step, st.t, 0.0, sc["rho_x"], sc["j_x"], st.newton_iterations, sc["contact"])
     assert row["mean_current_A_per_m"] == sim.scalars[-1]["mean_current_A_per_m"]

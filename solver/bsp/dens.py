@@ -58,7 +58,7 @@ def scalars_probe(model, backend, rho, Phi):
     subband currents dw dphi sum a1 Phi (Simulation.host_fields' j_sub) summed likewise, and the min and max
     of Phi on the two contact nodes (output.contact_lines).  A fast path (``kernels.lookup(...,
     "scalars_probe")``, CUDA: one launch) gives the same numbers to rounding (the sums' order); the array
-    code costs CuPy's host ~0.7 ms per row (einsum, sums, stack), the fast path one launch and one read."""
+    code costs CuPy's host ~0.7 ms per row (einsum, sums, concatenate), the fast path one launch and one read."""
     fast = _kernels.lookup(model, backend, "scalars_probe")
     if fast is not None:
         return fast(model, backend, rho, Phi)

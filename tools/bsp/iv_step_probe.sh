@@ -10,7 +10,8 @@
 #   ref_s1     the authors' contact rule (the points above V_G = -0.2 V), numerics.bte_graph=false
 #   ref_s1_g   ref_s1 with numerics.bte_graph=true
 # then hyb_s1 once more under cProfile (1000 steps).  Per variant: wall per step (run.json summary.wall_s over the
-# steps, start-up excluded), the step timer's mean and the part outside it (scalars, monitor, checkpoints).
+# steps, start-up excluded), the step timer's mean and the part outside it (scalars rows, monitor, checkpoints, and the
+# first and last snapshot and profiles before the run's end).
 # $OUT/ivp/: table.txt, ivp.tgz (every run.json, log, the profile's top functions).
 BSP_COMMIT=require
 . "$(dirname "$0")/_preamble.sh"

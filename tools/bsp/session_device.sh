@@ -54,7 +54,7 @@ ab)
   for d in "$L"/*/; do row "$(basename "$d")" >> "$L/summary.csv"; done
   ;;
 graph)
-  # numerics.bte_graph false / true interleaved (~4 min on an H200): the gpu tests of the files the graph and the
+  # numerics.bte_graph false / true interleaved (~2.5 min on an H200): the gpu tests of the files the graph and the
   # scalars touch, the standard mesh 3 rounds (200 steps after 5), the fine mesh 2 rounds (100 after 5), then
   # tools/bsp/iv_step_probe.sh (an I-V point's wall per step; its table last)
   echo "== gpu tests ($((SECONDS-t0)) s)"
