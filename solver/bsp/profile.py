@@ -623,6 +623,7 @@ NCU_KERNELS = {
     "bsp_wphi_rk": ("BTE", "WENO_w+WENO_phi+RK (+ DENS), fused", "", None),
     "bsp_rho": ("DENS", "DENS", "cuda_pdftilde", 6),
     "density_probe": ("DENS", "DENS", "", None),  # the stage's density check numbers (one block; dens.cu)
+    "scalars_probe": ("other", "scalars row (output, after a step; dens.cu)", "", None),
     "bsp_overlap": ("BTE", "overlap", "", None),  # W (phase key overlap; CuPy's matmul with bte_kernels exact)
     "eigenvalues_nr": ("ITER", "eigen", "cuda_eigenvalues_NR", None),
     "eigenvalues": ("ITER", "eigen", "cuda_eigenvalues_NR", None),
