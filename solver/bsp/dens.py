@@ -55,7 +55,7 @@ def density_probe(model, backend, rho):
 def scalars_probe(model, backend, rho, Phi):
     """The numbers of a scalars row and the steady monitor (Simulation.scalar_fields), on the host in one
     transfer: NumPy [rho_x (NX), j_x (NX), min, max], rho_x = rho summed over valleys and subbands, j_x = the
-    subband currents dw dphi sum a1 Phi (Simulation.host_fields' j_sub) summed likewise, and the min and max
+    subband currents (current_subband, Simulation.host_fields' j_sub) summed likewise, and the min and max
     of Phi on the two contact nodes (output.contact_lines).  A fast path (``kernels.lookup(...,
     "scalars_probe")``, CUDA: one launch) gives the same numbers to rounding (the sums' order); the array
     code costs CuPy's host ~0.7 ms per row (einsum, sums, concatenate), the fast path one launch and one read."""
@@ -65,6 +65,5 @@ def scalars_probe(model, backend, rho, Phi):
     from solver.bsp import output
 
     xp = backend.xp
-    j_sub = model.dw * model.dphi * xp.einsum("inplm,nlm->inp", Phi, model.on(backend, "a1"))
-    return backend.to_numpy(xp.concatenate([rho.sum(axis=(1, 2)), j_sub.sum(axis=(1, 2)),
+    return backend.to_numpy(xp.concatenate([rho.sum(axis=(1, 2)), current_subband(model, backend, Phi).sum(axis=(1, 2)),
                                             output.contact_lines(xp, Phi)]))

@@ -356,9 +356,8 @@ class Simulation:
 
     def host_fields(self, st: State) -> dict:
         """Every field of the state on the host (snapshots, profiles), with scalar_fields' numbers."""
-        be, xp, m = self.backend, self.xp, self.model
-        a1 = m.on(be, "a1")  # (3, NW, NPHI)
-        j_sub = m.dw * m.dphi * xp.einsum("inplm,nlm->inp", st.Phi, a1)
+        be, m = self.backend, self.model
+        j_sub = dens.current_subband(m, be, st.Phi)
         if st.N is None:
             st.N = poisson.volume_density(m, be, st.rho, st.chi)
         host = {k: be.to_numpy(v) for k, v in dict(
