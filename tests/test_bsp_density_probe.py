@@ -120,6 +120,16 @@ def test_emulated_cuda_scalars_probe_matches_the_reference(emulated_cuda, rng, N
     assert np.array_equal(got[2 * NX:], c)  # the min and max exactly
 
 
+@pytest.mark.parametrize("where", [(0, 1, 0, 3, 2), (0, 0, 0, 0, 0), (-1, 2, 0, 5, 7)])
+def test_emulated_cuda_scalars_probe_propagates_a_nan_on_a_contact_node(emulated_cuda, rng, where):
+    # NumPy's min and max give NaN where a contact node holds one; a bare `v < lo ? v : lo` would drop it
+    m, rho, Phi = _scalar_case(rng, 9, 1, 40, 8)
+    Phi[where] = np.nan
+    got = emulated_cuda.dens.scalars_probe(m, NP, rho, Phi)
+    want = dens.scalars_probe(m, NP, rho, Phi)
+    assert np.isnan(want[2 * m.NX:]).all() and np.isnan(got[2 * m.NX:]).all()
+
+
 def test_scalars_probe_is_a_phase_with_a_cuda_fast_path(emulated_cuda):
     from solver.bsp import kernels
     assert kernels.REFERENCE["scalars_probe"] == "solver.bsp.dens.scalars_probe"
@@ -139,3 +149,6 @@ def test_cuda_scalars_probe_matches_the_reference_and_repeats(rng):
     assert np.abs(out[0][:NX] - r).max() <= 1e-14 * np.abs(r).max()
     assert np.abs(out[0][NX:2 * NX] - j).max() <= 1e-13 * np.abs(j).max()
     assert np.array_equal(out[0][2 * NX:], c)
+    Phi[-1, 1, 2, 100, 30] = np.nan  # NaN on a contact node: NaN, as NumPy's min and max
+    got = dens.scalars_probe(m, be, cp.asarray(rho), cp.asarray(Phi))
+    assert np.isnan(got[2 * NX:]).all() and np.array_equal(got[:2 * NX - 1], out[0][:2 * NX - 1])

@@ -37,7 +37,8 @@ extern "C" __global__ void __launch_bounds__(NT) density_probe(
      out[NX + x]     = scale sum_(n, p, q) a1[n, q] Phi[x, n, p, q], q over the L = NW NPHI (w, phi) nodes
                        (each thread a strided part, then a fixed tree: bitwise repeatable),
      out[2 NX + 2 c] and out[2 NX + 2 c + 1], c = 0 for x = 0 and c = 1 for x = NX - 1: the min and the max of
-                       Phi on that contact node (the launcher combines the two: output.contact_lines).
+                       Phi on that contact node (the launcher combines the two: output.contact_lines); a NaN
+                       there gives NaN, as NumPy's min and max do.
    Phi (NX, 3, NS, L) and a1 (3, L) C-contiguous float64.  Compiled with -std=c++14 and the define NT. */
 extern "C" __global__ void __launch_bounds__(NT) scalars_probe(
     const double* __restrict__ rho, const double* __restrict__ Phi, const double* __restrict__ a1,
@@ -57,8 +58,8 @@ extern "C" __global__ void __launch_bounds__(NT) scalars_probe(
                 const double v = row[q];
                 acc += a1[(size_t)n * L + q] * v;
                 if (ends) {
-                    lo = v < lo ? v : lo;
-                    hi = v > hi ? v : hi;
+                    lo = (v < lo || v != v) ? v : lo;  /* a NaN stays (NumPy's min and max propagate it) */
+                    hi = (v > hi || v != v) ? v : hi;
                 }
             }
         }
@@ -71,8 +72,8 @@ extern "C" __global__ void __launch_bounds__(NT) scalars_probe(
         if (threadIdx.x < h) {
             s_j[threadIdx.x] += s_j[threadIdx.x + h];
             const double a = s_lo[threadIdx.x + h], b = s_hi[threadIdx.x + h];
-            s_lo[threadIdx.x] = a < s_lo[threadIdx.x] ? a : s_lo[threadIdx.x];
-            s_hi[threadIdx.x] = b > s_hi[threadIdx.x] ? b : s_hi[threadIdx.x];
+            s_lo[threadIdx.x] = (a < s_lo[threadIdx.x] || a != a) ? a : s_lo[threadIdx.x];
+            s_hi[threadIdx.x] = (b > s_hi[threadIdx.x] || b != b) ? b : s_hi[threadIdx.x];
         }
         __syncthreads();
     }

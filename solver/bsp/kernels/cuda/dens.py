@@ -36,7 +36,7 @@ def density_probe(model, backend, rho):
 
 def scalars_probe(model, backend, rho, Phi):
     """dens.scalars_probe on the device: one launch of kernel scalars_probe (dens.cu) into a buffer kept per
-    model, one read; the contact nodes' two (min, max) pairs combined on the host."""
+    model, one read; the contact nodes' two (min, max) pairs combined on the host (np.minimum/maximum: a NaN stays)."""
     rho, Phi = f64(cp, rho), f64(cp, Phi)
     NX, NV, NS, NW, NPHI = Phi.shape
     key = ("cuda.dens", "scalars")
@@ -48,4 +48,4 @@ def scalars_probe(model, backend, rho, Phi):
         (NX,), (NT,), (rho, Phi, a1, np.int32(NX), np.int32(rho.size // NX), np.int32(NS), np.int32(NW * NPHI),
                       np.float64(model.dw * model.dphi), buf))
     h = backend.to_numpy(buf)
-    return np.concatenate([h[:2 * NX], [min(h[2 * NX], h[2 * NX + 2]), max(h[2 * NX + 1], h[2 * NX + 3])]])
+    return np.concatenate([h[:2 * NX], [np.minimum(h[2 * NX], h[2 * NX + 2]), np.maximum(h[2 * NX + 1], h[2 * NX + 3])]])
