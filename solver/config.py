@@ -20,6 +20,15 @@ class ConfigError(ValueError):
     exits with code 2."""
 
 
+class SourceFaulted(ConfigError):
+    """continuation.init_from names a run that ended with a numerical fault (its final_state.h5 is a fault
+    marker, output.on_fault = record): a ConfigError, except that a run with output.on_fault = record
+    records it as its own fault (Simulation.run) so a chain of bias points reports it instead of stopping.
+    ``root_fault``: the chain's first fault (the message of the run that faulted itself)."""
+
+    root_fault = ""
+
+
 class RunFault(RuntimeError):
     """A run stopped on a numerical fault (non-finite values, negative density, Newton failure);
     the message names the step, stage and phase and the checkpoint kept.  Exit code 3."""

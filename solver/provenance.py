@@ -118,7 +118,17 @@ def _gpu_slot():
     return slot_record()
 
 
+# keys left out of config_hash: they change what a run writes when it fails, never a result, so a run folder
+# (its checkpoint, fields and snapshots) stays the same configuration's when only they change: e.g. a point
+# that faulted with output.on_fault stop resumes from its checkpoint with record (the I-V workflow's)
+HASH_NEUTRAL = (("output", "on_fault"),)
+
+
 def config_hash(config) -> str:
+    """Short hash of a (resolved) configuration, less the HASH_NEUTRAL keys."""
+    for section, key in HASH_NEUTRAL:
+        if isinstance(config, dict) and isinstance(config.get(section), dict) and key in config[section]:
+            config = {**config, section: {k: v for k, v in config[section].items() if k != key}}
     blob = json.dumps(config, sort_keys=True, default=str).encode()
     return hashlib.sha256(blob).hexdigest()[:16]
 

@@ -1,6 +1,7 @@
 """The I-V study (solver.bsp.iv; docs/iv.md): figures of merit on synthetic curves with known
 answers, the plan (points, continuation chains, run overrides), the collect command on real tiny
-runs, and the physical checks: Id = 0 at V_DS = 0, Id grows with V_G and with V_DS."""
+runs (also with a faulted point, iv.on_fault record), and the physical checks: Id = 0 at V_DS = 0,
+Id grows with V_G and with V_DS."""
 import json
 import math
 
@@ -92,6 +93,24 @@ def test_points_and_chains():
     assert iv.point_name(0.5, 0.1, 0.0) == "vg0.500_vgb0.000_vds0.100"
 
 
+def test_on_fault_of_the_study():
+    """iv.on_fault (default record): the points run with output.on_fault=record and their jobs accept exit
+    code 3 only; stop: neither; seeds never record."""
+    assert "output.on_fault=record" in iv.run_sets(STUDY, -0.2, 0.05)
+    assert load(None, iv.run_sets(STUDY, -0.2, 0.05))["output"]["on_fault"] == "record"
+    assert iv.fault_ok_shell(STUDY) == " || [ $? -eq 3 ]"
+    stop = {**STUDY, "on_fault": "stop"}
+    assert not any("on_fault" in x for x in iv.run_sets(stop, -0.2, 0.05)) and iv.fault_ok_shell(stop) == ""
+    assert not any("on_fault" in x for x in iv.seed_sets({**STUDY, "low_vg_seed_ps": 0.05}, -0.2, 0.05))
+    # the rule's shell (Snakemake's bash strict mode): exit code 3 passes, every other non-zero code fails
+    import subprocess
+
+    for code, ok in ((0, True), (3, True), (2, False), (1, False), (137, False)):
+        sh = f"set -euo pipefail; (exit {code}) > /dev/null 2>&1{iv.fault_ok_shell(STUDY)}"
+        assert (subprocess.run(["bash", "-c", sh]).returncode == 0) is ok, code
+    assert subprocess.run(["bash", "-c", f"set -euo pipefail; (exit 3) > /dev/null 2>&1{iv.fault_ok_shell(stop)}"]).returncode
+
+
 def test_run_sets_load():
     cfg = load(None, iv.run_sets({**STUDY, "steady": {**STUDY["steady"], "rtol": 1e-5}}, -0.2, 0.05))
     assert cfg["bias"]["V_G"] == -0.2 and cfg["bias"]["V_DS"] == 0.05
@@ -154,7 +173,7 @@ def test_collect_writes_the_study(bias_runs, tmp_path):
     study = {"vg": [0.3, 0.5, 0.7], "idvg_vds": [0.1], "idvd_vg": [0.5], "vds": [0.05, 0.1, 0.2],
              "vth_current_A_per_m": 10.0, "bottom_gate_V": None}
     r = iv.collect(list(bias_runs.values()), study, tmp_path)
-    assert r == {"points": 5, "steady": 0}
+    assert r == {"points": 5, "steady": 0, "faulted": 0, "faulted_points": [], "faults": {}}
     for f in ("points.csv", "curves.csv", "traces.csv", "figures_of_merit.csv", "idvg_log.png", "idvg_linear.png",
               "idvd.png", "traces.png", "iv.provenance.json"):
         assert (tmp_path / f).stat().st_size > 0
@@ -236,3 +255,116 @@ def test_pack_keeps_the_small_files(tmp_path):
     assert big["current_A_per_m"].iloc[-1] == 2500.0 and len(tr[tr["run"] == "seed_vg-0.200_vds0.050"]) == 30
     with tarfile.open(files[1]) as tar:
         assert len(tar.getnames()) == 2
+
+
+# ------------------------------------------------------------------------------ faulted points
+def test_figures_of_merit_leave_faulted_points_out():
+    """A faulted point (status fault, NaN Id) is left out of its curves' figures of merit, which stay
+    finite, and the rows read from such a curve name it; the other curves' rows are unchanged."""
+    pts = _synthetic_points()
+    pts["status"] = "steady"
+    ref = iv.figures_of_merit(iv.curves(pts, STUDY), STUDY)
+    bad = np.isclose(pts["V_G_top"], -0.3) & np.isclose(pts["V_DS"], 0.4)
+    pts.loc[bad, ["Id_A_per_m", "status"]] = [math.nan, "fault"]
+    curv = iv.curves(pts, STUDY)
+    row = curv[(curv["curve"] == "idvg_vds0.4") & np.isclose(curv["V_G"], -0.3)]
+    assert len(row) == 1 and row["status"].iloc[0] == "fault" and math.isnan(row["Id_A_per_m"].iloc[0])
+    fom = iv.figures_of_merit(curv, STUDY)
+    assert list(fom["quantity"]) == list(ref["quantity"])
+    assert np.isfinite(fom["value"].to_numpy(float)).all()
+    q = lambda name, i=0: fom[fom["quantity"] == name].iloc[i]  # noqa: E731
+    note = "faulted points left out: V_G = -0.3 V"
+    assert q("Ioff")["condition"].startswith("V_G = -0.2 V, V_DS = 0.4 V") and note in q("Ioff")["condition"]
+    assert q("Ioff")["value"] == pytest.approx(10.0 * 10 ** ((-0.2 + 0.035) / 0.08))  # the lowest V_G left
+    for name, i in (("Vth", 1), ("SS", 1), ("gm_max", 1), ("Ion", 0), ("Ion/Ioff", 0), ("DIBL", 0)):
+        assert note in q(name, i)["condition"], name
+    assert q("Vth", 1)["value"] == pytest.approx(-0.035, abs=1e-12)
+    assert q("SS", 1)["value"] == pytest.approx(80.0, rel=1e-12)
+    for name, i in (("Vth", 0), ("SS", 0), ("Vth_lin", 0), ("gd", 0), ("gd", 1)):  # curves without the point
+        assert "faulted" not in q(name, i)["condition"]
+        assert q(name, i)["value"] == ref[ref["quantity"] == name]["value"].iloc[i]
+
+
+def _nth_dens_negative(n):
+    """simulation.dens.dens whose call number ``n`` (from 0) returns a density with one node negated."""
+    from solver.bsp import simulation
+
+    orig, calls = simulation.dens.dens, []
+
+    def wrapper(*a, **k):
+        calls.append(1)
+        rho, PhiHat = orig(*a, **k)
+        if len(calls) == n + 1:
+            rho = rho.copy()
+            rho[4] = -rho[4]
+        return rho, PhiHat
+    return wrapper
+
+
+@pytest.fixture(scope="module")
+def faulted_run(tmp_path_factory):
+    """A real point run at V_G = 0.1 V, V_DS = 0.1 V with output.on_fault = record that faults (a negative
+    density at step 2)."""
+    from solver.bsp import simulation
+    from solver.config import RunFault
+
+    out = tmp_path_factory.mktemp("ivf") / iv.point_name(0.1, 0.1)
+    mp = pytest.MonkeyPatch()
+    mp.setattr(simulation.dens, "dens", _nth_dens_negative(6))
+    try:
+        with pytest.raises(RunFault, match="negative density"):
+            _run("bias.V_G=0.1", "bias.V_DS=0.1", "time.t_end_ps=0.02", "steady.enabled=true", "steady.window_ps=0.01",
+                 "steady.rtol=1.0e-9", "output.on_fault=record", "continuation.save_final_state=true", out=out)
+    finally:
+        mp.undo()
+    return out
+
+
+def test_read_point_of_a_faulted_run(faulted_run):
+    p = iv.read_point(faulted_run)
+    assert p["status"] == "fault" and "negative density" in p["fault"] and math.isnan(p["Id_A_per_m"])
+    assert not p["steady"] and p["t_end_ps"] == pytest.approx(
+        pd.read_csv(faulted_run / "scalars.csv")["time_s"].iloc[-1] * 1e12, rel=1e-12)
+
+
+def test_collect_marks_a_faulted_point(bias_runs, faulted_run, tmp_path, monkeypatch, capsys):
+    """The faulted point is a row (status fault, NaN Id) of the tables, the figures of merit come from the
+    others and name it, the figures mark it, and the CLI's summary and stderr name it."""
+    from solver import io
+    from solver.cli import main
+
+    study = {"vg": [0.1, 0.3, 0.5, 0.7], "idvg_vds": [0.1], "idvd_vg": [0.5], "vds": [0.05, 0.1, 0.2],
+             "vth_current_A_per_m": 10.0, "bottom_gate_V": None}
+    runs = list(bias_runs.values()) + [faulted_run]
+    saved = {}
+    save = io.save_figure
+    monkeypatch.setattr(io, "save_figure", lambda fig, path, **kw: saved.update({path.name: fig}) or save(fig, path, **kw))
+    r = iv.collect(runs, study, tmp_path)
+    assert r["points"] == 6 and r["faulted"] == 1 and r["faulted_points"] == ["vg0.100_vds0.100"]
+    pts = pd.read_csv(tmp_path / "points.csv", keep_default_na=False, na_values=[""])
+    f = pts[pts["point"] == "vg0.100_vds0.100"].iloc[0]
+    assert f["status"] == "fault" and "negative density" in f["fault"] and math.isnan(f["Id_A_per_m"])
+    assert set(pts[pts["point"] != "vg0.100_vds0.100"]["status"]) == {"t_max"}
+    curv = pd.read_csv(tmp_path / "curves.csv")
+    assert curv[curv["point"] == "vg0.100_vds0.100"]["status"].tolist() == ["fault"]
+    fom = pd.read_csv(tmp_path / "figures_of_merit.csv").set_index("quantity")
+    for q in ("gm_max", "Ion", "Ioff", "Ion/Ioff", "gd", "Vth_lin"):
+        assert np.isfinite(fom.loc[q, "value"]), q
+    assert fom.loc["Ioff", "condition"].startswith("V_G = 0.3 V")  # the lowest V_G left
+    assert "faulted points left out: V_G = 0.1 V" in fom.loc["Ioff", "condition"]
+    assert "faulted" not in fom.loc["gd", "condition"]  # the Id-Vd curve at 0.5 V lost nothing
+    for name in ("idvg_log.png", "idvg_linear.png", "idvd.png", "traces.png"):
+        assert (tmp_path / name).stat().st_size > 0
+    ax = saved["idvg_log.png"].axes[0]
+    marks = [ln for ln in ax.lines if ln.get_label() == "fault (no Id)"]
+    assert len(marks) == 1 and list(marks[0].get_xdata()) == [0.1] and marks[0].get_color() == "red"
+    assert marks[0].get_marker() == "v"  # not the x of the points stopped at their time limit
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert {"fault (no Id)", "steady", "not steady (time limit)"} <= set(legend)
+    assert all(0.1 not in ln.get_xdata() for ln in ax.lines if ln.get_label() != "fault (no Id)")  # curves skip it
+    assert [a.get_title() for a in saved["traces.png"].axes if "(FAULT)" in a.get_title()] == ["vg0.100_vds0.100 (FAULT)"]
+    capsys.readouterr()
+    assert main(["bsp", "iv", "collect", *map(str, runs), "--study", json.dumps(study), "--out", str(tmp_path / "c")]) == 0
+    cap = capsys.readouterr()
+    assert "iv: 6 points (0 at steady state, 1 faulted: vg0.100_vds0.100);" in cap.out
+    assert "warning: iv point vg0.100_vds0.100 ended on a numerical fault" in cap.err and "negative density" in cap.err

@@ -2,14 +2,17 @@
 --overwrite (then cleaned), snapshots carry the configuration hash, a mesh too large for memory is
 refused before allocation, the ETA waits for a few timed steps (also after a resume), and a fault
 in a step (NaN/Inf, negative density, Newton failure) stops with step, stage and phase named,
-keeping the last good checkpoint, exit code 3."""
+keeping the last good checkpoint, exit code 3; with output.on_fault = record the fault also leaves
+run.json (summary.status fault), scalars.csv and a fault-marker final_state.h5."""
 import io as _io
+import json
 import tracemalloc
 import warnings
 from types import SimpleNamespace
 
 import h5py
 import numpy as np
+import pandas as pd
 import pytest
 
 from solver import provenance
@@ -225,3 +228,130 @@ def test_deferred_density_check_gives_the_same_bits(tmp_path):
     dfr.run()
     for f in ("scalars.csv", "profiles.csv"):
         assert (tmp_path / "a" / f).read_bytes() == (tmp_path / "b" / f).read_bytes()
+
+
+# ------------------------------------------------------------------------------ output.on_fault
+_FAULT_YAML = ("mesh: {N_sbn: 3, NX: 9, NZ: 13, NW: 12, NPHI: 8}\n"
+               "time: {steps: 3, t_end_ps: null}\noutput: {checkpoint_every_steps: 1}\n"
+               "steady: {enabled: true}\ncontinuation: {save_final_state: true}\n")
+
+
+def _faulting_run(tmp_path, monkeypatch, *sets):
+    """The CLI's run of _FAULT_YAML with a negative density at step 2, RK stage 3 (FAULTS' dens case)."""
+    monkeypatch.setattr(simulation.dens, "dens", _nth_call(simulation.dens, "dens", 6, _negative_rho))
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(_FAULT_YAML)
+    out = tmp_path / "out"
+    rc = main(["run", str(cfg), "--out", str(out), "--no-progress", *[a for s in sets for a in ("--set", s)]])
+    return rc, out
+
+
+def test_on_fault_record_leaves_the_record(tmp_path, monkeypatch, capsys):
+    """output.on_fault = record: run.json with summary.status fault and the fault's record, every scalars row
+    so far, final_state.h5 a marker without state, the checkpoint kept; still 'fault: ...' and exit code 3;
+    a run continued from it stops in one line naming the source run and its fault."""
+    rc, out = _faulting_run(tmp_path, monkeypatch, "output.on_fault=record")
+    err = capsys.readouterr().err.splitlines()
+    assert rc == 3
+    assert len(err) == 1 and err[0].startswith("fault: step 2, RK stage 3, phase DENS: negative density"), err
+    rec = json.loads((out / "run.json").read_text())
+    s = rec["summary"]
+    assert s["status"] == "fault" and "status" not in rec
+    f = s["fault"]
+    assert f["message"] == err[0][len("fault: "):]
+    assert f["step"] == 2 and f["phase"] == "DENS"
+    sc = pd.read_csv(out / "scalars.csv")
+    assert list(sc["step"]) == [0, 1]  # every row recorded before the fault
+    assert f["t_ps"] == pytest.approx(sc["time_s"].iloc[-1] * 1e12, rel=1e-12)  # the last good state
+    assert s["steps"] == 1 and s["t_end_s"] == pytest.approx(sc["time_s"].iloc[-1], rel=1e-12)
+    assert s["mean_current_A_per_m"] == pytest.approx(sc["mean_current_A_per_m"].iloc[-1], rel=1e-11)
+    assert s["steady"]["reached"] is False and s["steady"]["t_reached_ps"] is None
+    assert rec["config"]["output"]["on_fault"] == "record"
+    with h5py.File(out / simulation.FINAL_STATE, "r") as h:
+        assert str(h.attrs["fault"]) == f["message"] and len(h.keys()) == 0
+    with h5py.File(out / CHECKPOINT, "r") as h:  # kept, as with stop
+        assert int(h.attrs["step"]) == 1
+    assert not (out / "fields.h5").exists() and not (out / "profiles.csv").exists()
+    # a run starting from it: one line, the source run and its fault (not the generic 'cannot read')
+    monkeypatch.undo()
+    with pytest.raises(ConfigError) as info:
+        sim_of(cfg_of(f"continuation.init_from={out}"), tmp_path / "next").run()
+    msg = str(info.value)
+    assert "\n" not in msg and "continuation.init_from" in msg and str(out) in msg
+    assert "numerical fault" in msg and "negative density" in msg and "cannot read" not in msg
+    assert main(["run", "--out", str(tmp_path / "next2"), "--no-progress", "--set", f"continuation.init_from={out}",
+                 *[a for s in TINY + ["time.steps=1"] for a in ("--set", s)]]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].startswith("error: ") and "negative density" in err[0], err
+
+
+def test_a_run_continued_from_a_faulted_run_records_the_source_fault(tmp_path, monkeypatch, capsys):
+    """A chain of bias points (iv.continuation): under record, a run whose continuation.init_from names a
+    faulted run records a fault of its own (phase continuation, step 0, the source's fault in
+    summary.continuation), exit code 3 and a marker of its own, so the run after it is recorded the same way."""
+    rc, src = _faulting_run(tmp_path, monkeypatch, "output.on_fault=record")
+    assert rc == 3
+    capsys.readouterr()
+    monkeypatch.undo()
+    prev = src
+    for name in ("next", "after"):
+        out = tmp_path / name
+        args = ["run", "--out", str(out), "--no-progress", "--set", f"continuation.init_from={prev}",
+                "--set", "output.on_fault=record", "--set", "continuation.save_final_state=true"]
+        assert main(args + [a for x in TINY + ["time.steps=2"] for a in ("--set", x)]) == 3
+        err = capsys.readouterr().err.splitlines()
+        assert len(err) == 1 and err[0].startswith("fault: continuation: the source run") and str(prev) in err[0], err
+        s = json.loads((out / "run.json").read_text())["summary"]
+        assert s["status"] == "fault" and s["fault"]["phase"] == "continuation" and s["fault"]["step"] == 0
+        assert s["continuation"]["init_from"] == str(prev)
+        assert "negative density" in s["continuation"]["source_fault"]  # the first fault, down the chain
+        assert list(pd.read_csv(out / "scalars.csv")["step"]) == [0]  # the start-up state's row
+        with h5py.File(out / simulation.FINAL_STATE, "r") as h:
+            assert "did not start" in str(h.attrs["fault"]) and len(h.keys()) == 0
+        prev = out
+
+
+@pytest.mark.parametrize("sets", [(), ("output.on_fault=stop",)], ids=["absent", "stop"])
+def test_on_fault_stop_writes_no_record(sets, tmp_path, monkeypatch, capsys):
+    rc, out = _faulting_run(tmp_path, monkeypatch, *sets)
+    assert rc == 3 and capsys.readouterr().err.startswith("fault: step 2, RK stage 3, phase DENS")
+    assert not (out / "run.json").exists() and not (out / "scalars.csv").exists()
+    assert not (out / simulation.FINAL_STATE).exists() and (out / CHECKPOINT).exists()
+
+
+def test_a_fault_stopped_run_resumes_under_record_and_records(tmp_path, monkeypatch, capsys):
+    """on_fault is left out of the configuration hash: the folder of a run that faulted with stop (its
+    checkpoint) is the same run's under record, which resumes from the checkpoint and records the fault."""
+    assert provenance.config_hash(cfg_of()) == provenance.config_hash(cfg_of("output.on_fault=record"))
+    rc, out = _faulting_run(tmp_path, monkeypatch)
+    assert rc == 3 and not (out / "run.json").exists()
+    monkeypatch.undo()
+    # resumed at step 1: no start-up DENS, so the fault's DENS call (step 2, RK stage 3) is number 2
+    monkeypatch.setattr(simulation.dens, "dens", _nth_call(simulation.dens, "dens", 2, _negative_rho))
+    rc = main(["run", str(tmp_path / "c.yaml"), "--out", str(out), "--no-progress", "--set", "output.on_fault=record"])
+    err = capsys.readouterr().err.splitlines()
+    assert rc == 3 and err[-1].startswith("fault: step 2, RK stage 3, phase DENS"), err
+    s = json.loads((out / "run.json").read_text())["summary"]
+    assert s["status"] == "fault" and s["fault"]["step"] == 2
+    assert list(pd.read_csv(out / "scalars.csv")["step"]) == [0, 1]  # the checkpoint's rows
+
+
+def test_on_fault_record_leaves_a_normal_run_alone(tmp_path):
+    """Without a fault, record changes no output (the configuration only); absent = stop, and absent
+    leaves the resolved configuration as before the key."""
+    assert "on_fault" not in cfg_of()["output"]
+    a = sim_of(cfg_of(), tmp_path / "a").run()
+    b = sim_of(cfg_of("output.on_fault=record"), tmp_path / "b").run()
+    for f in ("scalars.csv", "profiles.csv", "profiles_t0.csv"):
+        assert (tmp_path / "a" / f).read_bytes() == (tmp_path / "b" / f).read_bytes(), f
+    drop = ("wall_s", "wall_s_run", "startup_s")
+    assert {k: v for k, v in a["summary"].items() if k not in drop} == \
+        {k: v for k, v in b["summary"].items() if k not in drop}
+    assert "status" not in b["summary"] and "fault" not in b["summary"]
+
+
+def test_on_fault_bad_value_names_the_key():
+    with pytest.raises(ConfigError) as info:
+        load(None, ["output.on_fault=continue"])
+    msg = str(info.value)
+    assert "\n" not in msg and msg.startswith("config key 'output.on_fault': 'continue' is not one of ['stop', 'record']")

@@ -385,3 +385,34 @@ def test_smoke_dag_plans_the_bench_cases():
     for case in ("3x9x9x12x8:numpy:1:3:1", "3x9x9x12x8:numba:1:3:1", "3x9x9x12x8:numba:2:3:1"):
         assert f"--case {case}" in out
     assert ":cupy:" not in out  # smoke: gpu false
+
+
+def _iv_dry(tmp_path, iv_extra: str):
+    """Dry run (shell commands printed) of the smoke config's iv study with seeds (V_G = -0.3 V starts from a
+    seed at 0.3 V) and ``iv_extra`` (YAML flow items) in its iv section."""
+    extra = tmp_path / "iv.yaml"
+    extra.write_text(f"iv: {{vg: [-0.3, 0.3, 0.5], low_vg_from: 0.3, low_vg_seed_ps: 0.01{iv_extra}}}\n")
+    return subprocess.run([sys.executable, "-m", "snakemake", "iv_collect", "-n", "-p", "--forceall", "--cores", "2",
+                           "--configfile", "config/smoke.yaml", str(extra)], cwd=REPO, capture_output=True, text=True,
+                          timeout=120)
+
+
+@needs_snakemake
+def test_iv_points_record_faults_and_accept_exit_3_seeds_do_not(tmp_path):
+    """iv.on_fault record (the default): every point's run gets output.on_fault=record and its shell accepts
+    exit code 3 only; the seeds keep stop; iv.on_fault stop: neither; a bad value names the key."""
+    r = _iv_dry(tmp_path, "")
+    assert r.returncode == 0, r.stderr[-2000:]
+    cmds = [ln for ln in (r.stdout + r.stderr).splitlines() if " -m solver run " in ln]
+    points = [c for c in cmds if "/iv/logs/point_" in c]
+    seeds = [c for c in cmds if "/iv/logs/seed_" in c]
+    assert len(points) == 4 and len(seeds) == 1, cmds
+    for c in points:
+        assert "--set output.on_fault=record" in c and c.endswith("2>&1 || [ $? -eq 3 ]"), c
+    assert "on_fault" not in seeds[0] and "$?" not in seeds[0] and seeds[0].endswith("2>&1")
+    r = _iv_dry(tmp_path, ", on_fault: stop")
+    assert r.returncode == 0, r.stderr[-2000:]
+    cmds = [ln for ln in (r.stdout + r.stderr).splitlines() if " -m solver run " in ln]
+    assert len(cmds) == 5 and not any("on_fault" in c or "$?" in c for c in cmds)
+    r = _iv_dry(tmp_path, ", on_fault: ignore")
+    assert r.returncode != 0 and "on_fault" in (r.stdout + r.stderr) and "ignore" in (r.stdout + r.stderr)

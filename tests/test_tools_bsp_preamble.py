@@ -23,6 +23,7 @@ SCRIPTS = {
     "resolve_device.sh": (None, "git"),
     "overlap_device.sh": (None, "git"),
     "iv_step_probe.sh": (None, "require"),
+    "iv_fault_probe.sh": (None, "require"),
 }
 
 

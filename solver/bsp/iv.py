@@ -122,13 +122,29 @@ def low_vg_sets(iv: dict, vg: float) -> list[str]:
     return []
 
 
+def on_fault(iv: dict) -> str:
+    """The study's ``on_fault``: ``record`` (the default) or ``stop``."""
+    return iv.get("on_fault") or "record"
+
+
 def run_sets(iv: dict, vg: float, vds: float) -> list[str]:
-    """KEY=VALUE overrides of one point's run (bias, steady state, continuation output, iv.low_vg_set)."""
+    """KEY=VALUE overrides of one point's run (bias, steady state, continuation output, iv.low_vg_set;
+    ``output.on_fault=record`` with the study's on_fault record: a faulted point leaves its record
+    for collect, and its job accepts the exit code 3, fault_ok_shell)."""
     st = iv["steady"]
     return low_vg_sets(iv, vg) + _bias_sets(iv, vg, vds) + ["steady.enabled=true", f"steady.window_ps={_num(st['window_ps'])}",
                    f"steady.rtol={_num(st['rtol'])}", f"steady.conservation_tol={_num(st['conservation_tol'])}",
                    f"time.t_end_ps={_num(t_max_ps(iv, vg))}", "time.steps=null", "continuation.save_final_state=true"] + (
-        [f"continuation.ramp_ps={_num(iv['ramp_ps'])}"] if iv.get("ramp_ps") else [])
+        [f"continuation.ramp_ps={_num(iv['ramp_ps'])}"] if iv.get("ramp_ps") else []) + (
+        ["output.on_fault=record"] if on_fault(iv) == "record" else [])
+
+
+def fault_ok_shell(iv: dict) -> str:
+    """What rule iv_point appends to its shell command (after the redirection): with on_fault record
+    ``" || [ $? -eq 3 ]"``, so that exit code 3 (a fault, recorded by the run) passes and every
+    other non-zero code still fails the job (also under Snakemake's ``set -euo pipefail``); else
+    nothing.  Seeds keep stop: the points start from them."""
+    return " || [ $? -eq 3 ]" if on_fault(iv) == "record" else ""
 
 
 def seed_sets(iv: dict, vg: float, vds: float) -> list[str]:
@@ -139,22 +155,29 @@ def seed_sets(iv: dict, vg: float, vds: float) -> list[str]:
 
 # ---------------------------------------------------------------------------------- collect
 def read_point(run_dir) -> dict:
-    """One point's row: bias, Id and its steady-state record, steps and times."""
+    """One point's row: bias, Id and its steady-state record, steps and times; ``status`` steady,
+    t_max (stopped at its time limit) or fault (the run ended on a numerical fault with
+    output.on_fault = record: Id NaN, ``fault`` its message, t_end_ps the time of its last good
+    state)."""
     run_dir = Path(run_dir)
     rec = json.loads((run_dir / "run.json").read_text())
     cfg, s = rec["config"], rec["summary"]
     bottom, top = gate_volts(cfg)
     st = s.get("steady", {})
     src = s.get("continuation") or {}
+    fault = s.get("fault") if s.get("status") == "fault" else None
+    reached = bool(st.get("reached", False))
     return {
         "point": run_dir.name,
         "V_G_top": top,
         "V_G_bottom": bottom,
         "V_DS": cfg["bias"]["V_DS"],
-        "Id_A_per_m": st.get("current_A_per_m", s["mean_current_A_per_m"]),
-        "steady": bool(st.get("reached", False)),
+        "Id_A_per_m": math.nan if fault else st.get("current_A_per_m", s["mean_current_A_per_m"]),
+        "steady": reached,
+        "status": "fault" if fault else "steady" if reached else "t_max",
+        "fault": fault["message"] if fault else "",
         "t_steady_ps": st.get("t_reached_ps"),
-        "t_end_ps": s["t_end_s"] * 1e12,
+        "t_end_ps": fault["t_ps"] if fault else s["t_end_s"] * 1e12,
         "steps": s["steps"],
         "drift": st.get("drift"),
         "charging": st.get("charging"),
@@ -168,17 +191,25 @@ def read_point(run_dir) -> dict:
     }
 
 
+def _status(df: pd.DataFrame) -> pd.Series:
+    """The points' status (read_point); a table without the column: steady or t_max from ``steady``."""
+    if "status" in df:
+        return df["status"]
+    return pd.Series(np.where(df["steady"].astype(bool), "steady", "t_max"), index=df.index)
+
+
 def curves(points_df: pd.DataFrame, iv: dict) -> pd.DataFrame:
-    """Long table of the curves: one row per (curve, point)."""
+    """Long table of the curves: one row per (curve, point); a faulted point stays a row (NaN Id,
+    status fault)."""
     rows = []
-    df = points_df.assign(V_G=points_df["V_G_top"])
+    df = points_df.assign(V_G=points_df["V_G_top"], status=_status(points_df))
     for d in iv["idvg_vds"]:
         sel = df[np.isclose(df["V_DS"], d)].sort_values("V_G")
         rows.append(sel.assign(curve=f"idvg_vds{float(d):g}", sweep="V_G"))
     for g in iv["idvd_vg"]:
         sel = df[np.isclose(df["V_G"], g)].sort_values("V_DS")
         rows.append(sel.assign(curve=f"idvd_vg{float(g):g}", sweep="V_DS"))
-    cols = ["curve", "sweep", "V_G", "V_G_bottom", "V_DS", "Id_A_per_m", "steady", "t_steady_ps", "point"]
+    cols = ["curve", "sweep", "V_G", "V_G_bottom", "V_DS", "Id_A_per_m", "steady", "t_steady_ps", "point", "status"]
     return pd.concat(rows, ignore_index=True)[cols]
 
 
@@ -232,8 +263,22 @@ def subthreshold_swing(vg, idd, i_th) -> float:
     return best
 
 
+def _usable(c: pd.DataFrame, by: str):
+    """The rows of curve ``c`` with a finite Id and not faulted, and the note for a figure-of-merit
+    row read from it: '' or '; faulted points left out: V_G = -0.4, -0.5 V' (``by`` the swept
+    voltage, V_G or V_DS)."""
+    bad = (_status(c) == "fault").to_numpy()
+    ok = c[~bad & np.isfinite(c["Id_A_per_m"].to_numpy(float))]
+    gone = c[bad][by]
+    note = "" if not len(gone) else f"; faulted points left out: {by} = {', '.join(f'{v:g}' for v in gone)} V"
+    return ok, note
+
+
 def figures_of_merit(curv: pd.DataFrame, iv: dict) -> pd.DataFrame:
-    """The table: quantity, value, unit, condition, method."""
+    """The table: quantity, value, unit, condition, method.  Read from the points with an Id only:
+    a faulted point (status fault, NaN Id) is left out of every curve, and the condition of each
+    row read from a curve that lost one names them ('faulted points left out: V_G = ... V'); the
+    lowest / highest V_G of Ioff / Ion are those of the points left."""
     i_th = iv["vth_current_A_per_m"]
     rows = []
 
@@ -241,41 +286,42 @@ def figures_of_merit(curv: pd.DataFrame, iv: dict) -> pd.DataFrame:
         rows.append({"quantity": q, "value": v, "unit": unit, "condition": cond, "method": method})
 
     vds_list = sorted(float(d) for d in iv["idvg_vds"])
-    vth = {}
+    vth, notes = {}, {}
     for d in vds_list:
-        c = curv[curv["curve"] == f"idvg_vds{d:g}"].sort_values("V_G")
-        vg, idd = c["V_G"].to_numpy(), c["Id_A_per_m"].to_numpy()
+        c, note = _usable(curv[curv["curve"] == f"idvg_vds{d:g}"].sort_values("V_G"), "V_G")
+        notes[d] = note
+        vg, idd = c["V_G"].to_numpy(), c["Id_A_per_m"].to_numpy(float)
         if len(vg) < 2:  # points missing (a failed run): nothing to read from this curve
             vth[d] = math.nan
             continue
         vth[d] = vth_constant_current(vg, idd, i_th)
-        add("Vth", vth[d], "V", f"V_DS = {d:g} V",
+        add("Vth", vth[d], "V", f"V_DS = {d:g} V{note}",
             f"constant current: V_G where Id = {i_th:g} A/m (log Id interpolated linearly in V_G)")
         if d == vds_list[0]:
-            add("Vth_lin", vth_linear_extrapolation(vg, idd, d), "V", f"V_DS = {d:g} V",
+            add("Vth_lin", vth_linear_extrapolation(vg, idd, d), "V", f"V_DS = {d:g} V{note}",
                 "maximum-gm linear extrapolation: V_G at Id = 0 of the tangent at max gm, minus V_DS/2")
-        add("SS", subthreshold_swing(vg, idd, i_th), "mV/dec", f"V_DS = {d:g} V",
+        add("SS", subthreshold_swing(vg, idd, i_th), "mV/dec", f"V_DS = {d:g} V{note}",
             f"smallest dV_G/dlog10(Id) between consecutive points with Id < {i_th:g} A/m")
         gm = gm_curve(vg, idd)
         k = int(np.argmax(gm))
-        add("gm_max", gm[k], "S/m", f"V_DS = {d:g} V, V_G = {vg[k]:g} V",
+        add("gm_max", gm[k], "S/m", f"V_DS = {d:g} V, V_G = {vg[k]:g} V{note}",
             "largest dId/dV_G (second-order finite differences)")
     lo, hi = vds_list[0], vds_list[-1]
     if hi > lo:
-        add("DIBL", 1e3 * (vth[lo] - vth[hi]) / (hi - lo), "mV/V", f"V_DS = {lo:g} and {hi:g} V",
+        add("DIBL", 1e3 * (vth[lo] - vth[hi]) / (hi - lo), "mV/V", f"V_DS = {lo:g} and {hi:g} V{notes[lo]}{notes[hi]}",
             "(Vth(low V_DS) - Vth(high V_DS)) / (V_DS high - V_DS low), constant-current Vth")
-    c = curv[curv["curve"] == f"idvg_vds{hi:g}"].sort_values("V_G")
+    c, note = _usable(curv[curv["curve"] == f"idvg_vds{hi:g}"].sort_values("V_G"), "V_G")
     if len(c):
         ion, ioff = float(c["Id_A_per_m"].iloc[-1]), float(c["Id_A_per_m"].iloc[0])
-        add("Ion", ion, "A/m", f"V_G = {c['V_G'].iloc[-1]:g} V, V_DS = {hi:g} V", "Id at the highest V_G and V_DS")
-        add("Ioff", ioff, "A/m", f"V_G = {c['V_G'].iloc[0]:g} V, V_DS = {hi:g} V", "Id at the lowest V_G, highest V_DS")
-        add("Ion/Ioff", ion / ioff if ioff > 0 else math.nan, "1", f"V_DS = {hi:g} V", "ratio of the two")
+        add("Ion", ion, "A/m", f"V_G = {c['V_G'].iloc[-1]:g} V, V_DS = {hi:g} V{note}", "Id at the highest V_G and V_DS")
+        add("Ioff", ioff, "A/m", f"V_G = {c['V_G'].iloc[0]:g} V, V_DS = {hi:g} V{note}", "Id at the lowest V_G, highest V_DS")
+        add("Ion/Ioff", ion / ioff if ioff > 0 else math.nan, "1", f"V_DS = {hi:g} V{note}", "ratio of the two")
     for g in iv["idvd_vg"]:
-        c = curv[curv["curve"] == f"idvd_vg{float(g):g}"].sort_values("V_DS")
-        vd, idd = c["V_DS"].to_numpy(), c["Id_A_per_m"].to_numpy()
+        c, note = _usable(curv[curv["curve"] == f"idvd_vg{float(g):g}"].sort_values("V_DS"), "V_DS")
+        vd, idd = c["V_DS"].to_numpy(), c["Id_A_per_m"].to_numpy(float)
         if len(vd) >= 2:
             add("gd", (idd[-1] - idd[-2]) / (vd[-1] - vd[-2]), "S/m",
-                f"V_G = {float(g):g} V, V_DS = {vd[-2]:g}-{vd[-1]:g} V",
+                f"V_G = {float(g):g} V, V_DS = {vd[-2]:g}-{vd[-1]:g} V{note}",
                 "dId/dV_DS between the two highest V_DS (saturation)")
     return pd.DataFrame(rows)
 
@@ -291,8 +337,12 @@ def plot_idvg(curv: pd.DataFrame, iv: dict, path_log, path_lin) -> None:
 
     for path, log in ((path_log, True), (path_lin, False)):
         fig, ax = plt.subplots(figsize=(5.2, 4))
+        faulted = []
         for d in iv["idvg_vds"]:
             c = curv[curv["curve"] == f"idvg_vds{float(d):g}"].sort_values("V_G")
+            bad = (_status(c) == "fault").to_numpy()
+            faulted.append(c[bad]["V_G"])
+            c = c[~bad]  # the curve through the points with an Id
             mk = np.where(c["steady"], "o", "x")
             ax.plot(c["V_G"], c["Id_A_per_m"], "-", label=f"$V_{{DS}}$ = {float(d):g} V")
             for m in ("o", "x"):
@@ -301,6 +351,7 @@ def plot_idvg(curv: pd.DataFrame, iv: dict, path_log, path_lin) -> None:
         if log:
             ax.set_yscale("log")
             ax.axhline(iv["vth_current_A_per_m"], ls=":", color="gray", lw=0.8)
+        _mark_faults(ax, pd.concat(faulted) if faulted else [])
         ax.set(xlabel="$V_G$ (V)", ylabel=r"$I_d$ (A/m = $\mu$A/$\mu$m)",
                title="Id-Vg" + (" (log)" if log else "") + _gates(iv))
         ax.legend(fontsize=8)
@@ -318,16 +369,33 @@ def plot_idvd(curv: pd.DataFrame, iv: dict, path) -> None:
     from solver import io
 
     fig, ax = plt.subplots(figsize=(5.2, 4))
+    faulted = []
     for g in iv["idvd_vg"]:
         c = curv[curv["curve"] == f"idvd_vg{float(g):g}"].sort_values("V_DS")
+        fault = (_status(c) == "fault").to_numpy()
+        faulted.append(c[fault]["V_DS"])
+        c = c[~fault]  # the curve through the points with an Id
         ax.plot(c["V_DS"], c["Id_A_per_m"], "o-", label=f"$V_G$ = {float(g):g} V")
         bad = c[~c["steady"].astype(bool)]
-        ax.plot(bad["V_DS"], bad["Id_A_per_m"], "kx")
+        ax.plot(bad["V_DS"], bad["Id_A_per_m"], "x", color=ax.lines[-1].get_color(), ms=8)
+    _mark_faults(ax, pd.concat(faulted) if faulted else [])
     ax.set(xlabel="$V_{DS}$ (V)", ylabel=r"$I_d$ (A/m = $\mu$A/$\mu$m)", title="Id-Vd" + _gates(iv))
     ax.legend(fontsize=8)
     fig.tight_layout()
     io.save_figure(fig, path)
     plt.close(fig)
+
+
+def _mark_faults(ax, x) -> None:
+    """The legend's key to the point marks (o: steady, x: stopped at its time limit, not steady) and the
+    faulted points (no Id): a red triangle at their voltage on the bottom edge of the Id axis, legend
+    entry 'fault (no Id)' (nothing without them)."""
+    ax.plot([], [], "o", color="gray", label="steady")
+    ax.plot([], [], "x", color="gray", label="not steady (time limit)")
+    x = np.asarray(x, float)
+    if len(x):
+        ax.plot(x, np.zeros_like(x), "v", color="red", ms=8, clip_on=False, zorder=5,
+                transform=ax.get_xaxis_transform(), label="fault (no Id)")
 
 
 def plot_traces(tr: pd.DataFrame, pts: pd.DataFrame, path) -> None:
@@ -346,6 +414,11 @@ def plot_traces(tr: pd.DataFrame, pts: pd.DataFrame, path) -> None:
     for ax, (_, p) in zip(axs.flat, pts.iterrows()):
         t = tr[tr["point"] == p["point"]]
         ax.plot(t["time_ps"], t["current_A_per_m"], lw=0.8)
+        if p.get("status") == "fault":  # the trace up to the fault; the fault's time (its last good state)
+            ax.axvline(p["t_end_ps"], ls="-", color="red", lw=1.0)
+            ax.set_title(p["point"] + " (FAULT)", fontsize=7, color="red")
+            ax.tick_params(labelsize=6)
+            continue
         ax.axhline(p["Id_A_per_m"], ls=":", color="k", lw=0.8)
         if p["steady"]:
             ax.axvline(p["t_steady_ps"], ls="--", color="g", lw=0.8)
@@ -368,7 +441,10 @@ def _gates(iv) -> str:
 # ---------------------------------------------------------------------------------- CLI
 def collect(run_dirs, iv: dict, out) -> dict:
     """Every table and figure of the study into ``out`` (see docs/iv.md); the curves hold the
-    points given (a point whose run failed is simply absent)."""
+    points given (a point whose run failed without a record is simply absent; a faulted point
+    recorded with output.on_fault = record is a row with status fault and NaN Id).  Returns the
+    counts ``points``, ``steady``, ``faulted``, the faulted points' names (``faulted_points``) and
+    ``faults`` (name: fault message)."""
     from solver import io, provenance
 
     out = Path(out)
@@ -385,7 +461,9 @@ def collect(run_dirs, iv: dict, out) -> dict:
     plot_traces(tr, pts, out / "traces.png")
     io.write_json(out / "iv.provenance.json",
                   provenance.collect(None, None, {"iv": iv, "runs": [str(r) for r in run_dirs]}))
-    return {"points": len(pts), "steady": int(pts["steady"].sum())}
+    bad = pts[pts["status"] == "fault"]
+    return {"points": len(pts), "steady": int(pts["steady"].sum()), "faulted": len(bad),
+            "faulted_points": list(bad["point"]), "faults": dict(zip(bad["point"], bad["fault"]))}
 
 
 def register(sub) -> None:
@@ -411,8 +489,15 @@ def _study(text) -> dict:
 
 
 def _collect(args) -> int:
+    """collect; the summary line names the faulted points, and each gets a warning on stderr."""
+    import sys
+
     r = collect(args.runs, _study(args.study), args.out)
-    print(f"iv: {r['points']} points ({r['steady']} at steady state); tables and figures in {args.out}")
+    bad = f", {r['faulted']} faulted: {', '.join(r['faulted_points'])}" if r["faulted"] else ""
+    print(f"iv: {r['points']} points ({r['steady']} at steady state{bad}); tables and figures in {args.out}")
+    for name, msg in r["faults"].items():
+        print(f"warning: iv point {name} ended on a numerical fault (no Id; left out of the figures of merit): "
+              f"{msg}", file=sys.stderr)
     return 0
 
 

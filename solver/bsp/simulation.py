@@ -24,7 +24,7 @@ from solver.backend import get_backend
 from solver.bsp import bte, dens, output, poisson, scattering, schrodinger, steady
 from solver.bsp import kernels
 from solver.bsp.model import Model, check_memory, gate_volts
-from solver.config import ConfigError, RunFault
+from solver.config import ConfigError, RunFault, SourceFaulted
 from solver.timing import PhaseTimer
 
 if TYPE_CHECKING:  # pandas is imported where tables are written (start-up: docs/performance-startup.md)
@@ -302,7 +302,8 @@ class Simulation:
                                              f"at x node {i})")
 
     def _fault(self, stage: int, phase: str, what: str) -> RunFault:
-        """The error that stops a run; the last checkpoint written stays where it is."""
+        """The error that stops a run; the last checkpoint written stays where it is.  It carries
+        ``step`` (the step that failed) and ``phase`` (BTE, DENS or ITER)."""
         ck = self.out / CHECKPOINT if self.out is not None else None
         if ck is not None and ck.exists():
             step = getattr(self, "_checkpoint_step", None)  # None: a checkpoint this process did not write or read
@@ -310,7 +311,9 @@ class Simulation:
                     + " is kept: the same command resumes from it")
         else:
             kept = "no checkpoint was written yet (output.checkpoint_every_steps)"
-        return RunFault(f"step {self.state.step + 1}, RK stage {stage + 1}, phase {phase}: {what}; {kept}")
+        err = RunFault(f"step {self.state.step + 1}, RK stage {stage + 1}, phase {phase}: {what}; {kept}")
+        err.step, err.phase = self.state.step + 1, phase  # read by _record_fault (output.on_fault = record)
+        return err
 
     # ------------------------------------------------------------------ overlap (paper 000 §3.4)
     def _launch_dx(self, st: State) -> None:
@@ -508,13 +511,21 @@ class Simulation:
     # ------------------------------------------------------------------ continuation
     def _source(self, run_dir) -> dict:
         """What continuation.init_from names: its final_state.h5 (path, bias, time, config hash),
-        checked against this run: the shapes of every array it holds, and the device section."""
+        checked against this run: the shapes of every array it holds, and the device section.  A
+        fault marker (a source run that faulted with output.on_fault = record) stops in one line
+        naming the source run and its fault."""
         import h5py
 
         path = Path(run_dir) / FINAL_STATE
         key = "config key 'continuation.init_from'"
         try:
             with h5py.File(path, "r") as f:
+                if "fault" in f.attrs:  # output.on_fault = record: a marker, no state (_record_fault)
+                    fault = " ".join(str(f.attrs["fault"]).split())
+                    err = SourceFaulted(f"{key}: the source run {str(run_dir)!r} ended with a numerical fault, so "
+                                        f"{FINAL_STATE} holds no state (fault: {fault})")
+                    err.root_fault = str(f.attrs.get("root_fault", fault))  # the first fault of a chain
+                    raise err
                 shapes = {k: tuple(f[k].shape) for k in STATE_ARRAYS + DENS_ARRAYS}
                 device = json.loads(f.attrs["device"]) if "device" in f.attrs else None
                 src = {"init_from": str(run_dir), "source_config_hash": str(f.attrs["config_hash"]),
@@ -616,7 +627,9 @@ class Simulation:
     def run(self, resume: bool = True, overwrite: bool = False) -> dict:
         """Run to the end; resume from a checkpoint of this configuration in the output folder
         unless ``resume`` is False; a folder holding another configuration's run is refused
-        unless ``overwrite``."""
+        unless ``overwrite``.  A RunFault of the time loop that _retry_ramp does not take ends the
+        run (raised); with output.on_fault = record the folder first gets the fault's record
+        (_record_fault).  A start-up fault is raised as it is."""
         self._wall0 = wall0 = time.perf_counter()
         self._wall_before = 0.0
         self._timer_rows: list[dict] = []
@@ -638,7 +651,12 @@ class Simulation:
             except poisson.ConvergenceError as exc:
                 raise RunFault(f"start-up (INITCOND, THERMEQUIL): Newton failed ({exc})") from None
             if self.cfg["continuation"]["init_from"]:
-                self.init_from(self.cfg["continuation"]["init_from"])
+                try:
+                    self.init_from(self.cfg["continuation"]["init_from"])
+                except SourceFaulted as exc:
+                    if not self._on_fault_record():
+                        raise
+                    raise self._source_fault(exc, time.perf_counter() - wall0) from None
             host = self.host_fields(self.state)
             self.profiles_t0 = self.write_profiles(host, "profiles_t0.csv")
             self.record_scalars(host)
@@ -649,6 +667,12 @@ class Simulation:
                 break
             except RunFault as exc:
                 if not self._retry_ramp(exc):
+                    if self._on_fault_record():
+                        try:
+                            self._record_fault(exc, time.perf_counter() - wall0)
+                        except Exception as rec_exc:  # the fault stays the run's outcome (exit code 3)
+                            print(f"warning: output.on_fault record: the fault's record was not written "
+                                  f"({type(rec_exc).__name__}: {rec_exc})", file=self.log)
                     raise
         host = self.host_fields(self.state)
         if not self.scalars or self.scalars[-1]["step"] != self.state.step:
@@ -720,6 +744,51 @@ class Simulation:
         self.record_scalars(self.host_fields(self.state))
         return True
 
+    def _on_fault_record(self) -> bool:
+        return self.out is not None and self.cfg["output"].get("on_fault", "stop") == "record"
+
+    def _source_fault(self, exc: SourceFaulted, wall_s: float) -> RunFault:
+        """output.on_fault = record and continuation.init_from names a faulted run (a chain of bias points):
+        this run records a fault of its own, phase "continuation", at step 0 (scalars.csv: the row of its
+        start-up state), with ``summary.continuation = {init_from, source_fault}`` (source_fault: the first fault
+        of the chain, which the marker keeps as ``root_fault``), and the RunFault to raise
+        (exit code 3), so the points after it in the chain are recorded the same way."""
+        run_dir = self.cfg["continuation"]["init_from"]
+        self.source = {"init_from": str(run_dir), "source_fault": exc.root_fault}
+        self.record_scalars(self.host_fields(self.state))
+        err = RunFault(f"continuation: the source run {str(run_dir)!r} ended with a numerical fault; this run "
+                       "did not start")
+        err.step, err.phase, err.root_fault = 0, "continuation", exc.root_fault
+        try:
+            self._record_fault(err, wall_s)
+        except Exception as rec_exc:  # the fault stays the run's outcome (exit code 3)
+            print(f"warning: output.on_fault record: the fault's record was not written "
+                  f"({type(rec_exc).__name__}: {rec_exc})", file=self.log)
+        return err
+
+    def _record_fault(self, exc: RunFault, wall_s: float) -> None:
+        """output.on_fault = record: what a finished run writes (finish: run.json, scalars.csv with
+        every row recorded so far, timers.csv), with ``summary.status = "fault"`` (the only place
+        the status is given; a run without it finished) and ``summary.fault = {message, step,
+        t_ps, phase}`` (``step`` the step that failed, ``t_ps`` the time of the last good state,
+        the start of that step); no fields.h5, profiles.csv or quicklook.png (the state is the
+        failed stage's) and the checkpoint is kept.  With continuation.save_final_state,
+        final_state.h5 is a fault marker: the attribute ``fault`` (the message) and no state
+        arrays, which a run starting from it (_source) refuses in one line."""
+        import h5py
+
+        message = " ".join(str(exc).split())
+        fault = {"message": message, "step": int(getattr(exc, "step", self.state.step + 1)),
+                 "t_ps": self.state.t * self.model.scales.t * 1e12, "phase": getattr(exc, "phase", None)}
+        if self.cfg["continuation"]["save_final_state"]:
+            with io.atomic_path(self.out / FINAL_STATE) as tmp:
+                with h5py.File(tmp, "w") as f:
+                    f.attrs["fault"] = message
+                    if getattr(exc, "root_fault", None):  # a chain's first fault (_source_fault)
+                        f.attrs["root_fault"] = exc.root_fault
+                    f.attrs["config_hash"] = provenance.config_hash(self.cfg)
+        self.finish(None, None, wall_s, fault=fault)
+
     def _wall_so_far(self) -> float | None:
         """Wall time of this run up to now over all its processes (a resumed run adds the time of the
         earlier ones up to the checkpoint it resumed from; the work they did after it is redone and
@@ -730,7 +799,11 @@ class Simulation:
             return None
         return before + time.perf_counter() - wall0
 
-    def finish(self, host, final: pd.DataFrame, wall_s: float) -> dict:
+    def finish(self, host, final: pd.DataFrame | None, wall_s: float, fault: dict | None = None) -> dict:
+        """The run's record (run.json) and its files.  ``fault`` (_record_fault; ``host`` and
+        ``final`` None): the summary gets ``status = "fault"`` and ``fault``, its steady record has
+        no final spreads, and only scalars.csv, timers.csv and run.json are written (the
+        checkpoint stays)."""
         import pandas as pd
 
         st, m = self.state, self.model
@@ -748,12 +821,15 @@ class Simulation:
             "mesh": [m.N_sbn, m.NX, m.NZ, m.NW, m.NPHI],
         }
         if self.monitor is not None:
-            summary["steady"] = {**self.monitor.record(), "final_spreads": steady.spreads(self)}
+            summary["steady"] = {**self.monitor.record(), "final_spreads": None if fault else steady.spreads(self)}
         contact = output.contact_summary(self.scalars)
         if contact is not None:
             summary["contact_lines"] = contact
         if self.cfg["continuation"]["init_from"]:
             summary["continuation"] = self.source
+        if fault is not None:
+            summary["status"] = "fault"
+            summary["fault"] = fault
         timers = self.timer.summary()
         timers["startup_s"] = self.startup_timer.summary()["total_s"]
         timers["steps"] = st.step
@@ -770,6 +846,9 @@ class Simulation:
             io.write_csv(pd.DataFrame(self.scalars), self.out / "scalars.csv", float_format="%.12e")
             io.write_csv(pd.DataFrame(self._timer_rows, columns=["step", "phase", "seconds"]),
                          self.out / "timers.csv", float_format="%.6e")
+            if fault is not None:
+                io.write_json(self.out / "run.json", record)
+                return record
             output.write_fields(self.out / "fields.h5", m, host, st.t, st.step,
                                 attrs={"config": self.cfg, "config_hash": provenance.config_hash(self.cfg),
                                        "summary": summary})

@@ -10,6 +10,9 @@
 # The DAG: with iv.continuation false every point starts fresh (all points side by side); with
 # true each gate voltage is a chain along V_DS (a point starts from the final state of the point
 # at the same V_G and the next lower V_DS; solver.bsp.iv.sources), the chains side by side.
+# iv.on_fault record (the default): a point whose run ends on a numerical fault records it (output.on_fault)
+# and its job passes (exit code 3 only); iv_collect marks it (status fault) and the study still finishes.
+# A point continued from a faulted one stops (exit 2: the fault marker is no state to start from).
 import json
 
 from solver.bsp import iv as bsp_iv
@@ -25,6 +28,9 @@ IV_THREADS = 1 if IV_BACKEND == "cupy" else int(IV.get("threads", 1))
 # CUDA_VISIBLE_DEVICES wins)
 IV_GPU = "--gpu auto " if IV_BACKEND == "cupy" else ""
 IV_VARIANT = f"{IV_BACKEND}_t{IV_THREADS}"
+# iv.on_fault record: a faulted point's run records the fault and exits 3, which its job accepts (any other
+# non-zero code fails it); iv_collect marks the point (solver.bsp.iv.run_sets / fault_ok_shell)
+IV_FAULT_OK = bsp_iv.fault_ok_shell(IV) if IV_ON else ""
 IV_BOTTOM = IV.get("bottom_gate_V")
 IV_SOURCES = {bsp_iv.point_name(g, d, IV_BOTTOM): bsp_iv.source_name(s, IV_BOTTOM)
               for (g, d), s in bsp_iv.sources(IV).items()} if IV_ON else {}
@@ -88,7 +94,8 @@ if IV_ON:
     iv_check_runs()
 
     rule iv_point:
-        """One bias point run to steady state (or to iv.steady.t_max_ps)."""
+        """One bias point run to steady state (or to iv.steady.t_max_ps), or to a numerical fault that
+        iv.on_fault record lets pass (exit code 3, the fault recorded in its outputs)."""
         input:
             cfg=IV.get("run_config", "config/bsp/dgmosfet.yaml"),
             source=_iv_source,
@@ -114,7 +121,7 @@ if IV_ON:
             "OMP_NUM_THREADS={params.nthreads} OPENBLAS_NUM_THREADS={params.nthreads} "
             "NUMBA_NUM_THREADS={params.nthreads} "
             "{SOLVER} run {input.cfg:q} --out {params.out:q} --backend {params.backend} --threads {params.nthreads} "
-            "{IV_GPU}--no-progress {params.sets} > {log:q} 2>&1"
+            "{IV_GPU}--no-progress {params.sets} > {log:q} 2>&1{IV_FAULT_OK}"
 
     rule iv_seed:
         """A short fresh run (iv.low_vg_seed_ps) that the points below iv.low_vg_from start from."""
