@@ -22,8 +22,8 @@ class ConfigError(ValueError):
 
 class SourceFaulted(ConfigError):
     """continuation.init_from names a run that ended with a numerical fault (its final_state.h5 is a fault
-    marker, output.on_fault = record): a ConfigError, except that a run with output.on_fault = record
-    records it as its own fault (Simulation.run) so a chain of bias points reports it instead of stopping.
+    marker, output.on_fault = record): a ConfigError, except that a run with output.on_fault = record and an
+    output folder records it as its own fault (Simulation.run) so a chain of bias points reports it instead of stopping.
     ``root_fault``: the chain's first fault (the message of the run that faulted itself)."""
 
     root_fault = ""

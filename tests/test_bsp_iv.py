@@ -95,12 +95,16 @@ def test_points_and_chains():
 
 def test_on_fault_of_the_study():
     """iv.on_fault (default record): the points run with output.on_fault=record and their jobs accept exit
-    code 3 only; stop: neither; seeds never record."""
-    assert "output.on_fault=record" in iv.run_sets(STUDY, -0.2, 0.05)
-    assert load(None, iv.run_sets(STUDY, -0.2, 0.05))["output"]["on_fault"] == "record"
+    code 3 only; stop: neither; seeds never record.  The setting is in the rule's shell, not in run_sets
+    (the params a rerun trigger watches): changing it reruns no finished point."""
+    assert iv.fault_set_shell(STUDY) == " --set output.on_fault=record"
+    sets = iv.run_sets(STUDY, -0.2, 0.05) + iv.fault_set_shell(STUDY).split()[1::2]
+    assert load(None, sets)["output"]["on_fault"] == "record"
     assert iv.fault_ok_shell(STUDY) == " || [ $? -eq 3 ]"
     stop = {**STUDY, "on_fault": "stop"}
-    assert not any("on_fault" in x for x in iv.run_sets(stop, -0.2, 0.05)) and iv.fault_ok_shell(stop) == ""
+    assert iv.run_sets(stop, -0.2, 0.05) == iv.run_sets(STUDY, -0.2, 0.05)  # the params do not change with it
+    assert not any("on_fault" in x for x in iv.run_sets(STUDY, -0.2, 0.05))
+    assert iv.fault_set_shell(stop) == "" and iv.fault_ok_shell(stop) == ""
     assert not any("on_fault" in x for x in iv.seed_sets({**STUDY, "low_vg_seed_ps": 0.05}, -0.2, 0.05))
     # the rule's shell (Snakemake's bash strict mode): exit code 3 passes, every other non-zero code fails
     import subprocess
@@ -278,6 +282,7 @@ def test_figures_of_merit_leave_faulted_points_out():
     assert q("Ioff")["value"] == pytest.approx(10.0 * 10 ** ((-0.2 + 0.035) / 0.08))  # the lowest V_G left
     for name, i in (("Vth", 1), ("SS", 1), ("gm_max", 1), ("Ion", 0), ("Ion/Ioff", 0), ("DIBL", 0)):
         assert note in q(name, i)["condition"], name
+    assert q("DIBL")["condition"].endswith(f"{note} (the V_DS = 0.4 V curve)")  # which curve lost it
     assert q("Vth", 1)["value"] == pytest.approx(-0.035, abs=1e-12)
     assert q("SS", 1)["value"] == pytest.approx(80.0, rel=1e-12)
     for name, i in (("Vth", 0), ("SS", 0), ("Vth_lin", 0), ("gd", 0), ("gd", 1)):  # curves without the point
@@ -368,3 +373,14 @@ def test_collect_marks_a_faulted_point(bias_runs, faulted_run, tmp_path, monkeyp
     cap = capsys.readouterr()
     assert "iv: 6 points (0 at steady state, 1 faulted: vg0.100_vds0.100);" in cap.out
     assert "warning: iv point vg0.100_vds0.100 ended on a numerical fault" in cap.err and "negative density" in cap.err
+
+
+def test_read_point_status_fault_without_its_record(faulted_run, tmp_path):
+    """summary.status fault is what marks the point, even where summary.fault is missing: never an Id."""
+    d = tmp_path / faulted_run.name
+    d.mkdir()
+    rec = json.loads((faulted_run / "run.json").read_text())
+    del rec["summary"]["fault"]
+    (d / "run.json").write_text(json.dumps(rec))
+    p = iv.read_point(d)
+    assert p["status"] == "fault" and math.isnan(p["Id_A_per_m"]) and p["fault"] == "(no fault record)"

@@ -355,3 +355,73 @@ def test_on_fault_bad_value_names_the_key():
         load(None, ["output.on_fault=continue"])
     msg = str(info.value)
     assert "\n" not in msg and msg.startswith("config key 'output.on_fault': 'continue' is not one of ['stop', 'record']")
+
+
+def test_on_fault_record_removes_an_earlier_finished_runs_files(tmp_path, monkeypatch, capsys):
+    """A fault record in a folder that holds a finished run of the same configuration (rerun without
+    --overwrite, e.g. a workflow job that deletes only its declared outputs): the old run's fields.h5,
+    profiles.csv and quicklook.png go, so that nothing of the folder reads as this run's result."""
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(_FAULT_YAML)
+    out = tmp_path / "out"
+    assert main(["run", str(cfg), "--out", str(out), "--no-progress"]) == 0
+    assert all((out / f).exists() for f in ("fields.h5", "profiles.csv", "quicklook.png"))
+    capsys.readouterr()
+    rc, out2 = _faulting_run(tmp_path, monkeypatch, "output.on_fault=record")
+    assert rc == 3 and out2 == out
+    assert json.loads((out / "run.json").read_text())["summary"]["status"] == "fault"
+    assert not any((out / f).exists() for f in ("fields.h5", "profiles.csv", "quicklook.png"))
+
+
+def test_on_fault_record_after_the_ramp_retries(tmp_path, monkeypatch):
+    """A continued run that faults during its bias ramp past the retries (_retry_ramp): the record holds the
+    last attempt's rows and summary.continuation the lengthened ramp and the earlier attempts' faults."""
+    src = tmp_path / "src"
+    sim_of(cfg_of("continuation.save_final_state=true", steps=2), src).run()
+    check = Simulation._check_density
+
+    def fault_past_half_the_ramp(self, st, stage, probe=None):  # test_bsp_steady_ramp's stand-in
+        check(self, st, stage, probe)
+        if self.source is not None and st.t * self.model.scales.t * 1e12 > self.source["ramp_ps"] / 2:
+            raise self._fault(stage, "DENS", "negative density (stand-in) at x node 4")
+
+    monkeypatch.setattr(Simulation, "_check_density", fault_past_half_the_ramp)
+    monkeypatch.setattr(simulation, "RAMP_RETRIES", 1)
+    out = tmp_path / "cont"
+    cfg = cfg_of("bias.V_DS=0.05", "time.steps=null", "time.t_end_ps=0.02", f"continuation.init_from={src}",
+                 "continuation.ramp_ps=0.002", "continuation.save_final_state=true", "output.on_fault=record", steps=1)
+    with pytest.raises(RunFault, match="negative density"):
+        sim_of(cfg, out).run()
+    s = json.loads((out / "run.json").read_text())["summary"]
+    assert s["status"] == "fault" and s["fault"]["phase"] == "DENS"
+    c = s["continuation"]
+    assert c["ramp_ps"] == pytest.approx(0.004) and c["ramp_ps_config"] == 0.002 and len(c["ramp_faults"]) == 1
+    sc = pd.read_csv(out / "scalars.csv")
+    assert list(sc["step"]) == list(range(len(sc))) and s["fault"]["step"] == sc["step"].iloc[-1] + 1
+    assert s["fault"]["t_ps"] == pytest.approx(sc["time_s"].iloc[-1] * 1e12, rel=1e-12)
+    assert 0.002 < s["fault"]["t_ps"] < 0.004  # the second attempt's, past half its 0.004 ps ramp
+    with h5py.File(out / simulation.FINAL_STATE, "r") as h:
+        assert "negative density" in str(h.attrs["fault"]) and len(h.keys()) == 0
+
+
+def test_on_fault_record_without_an_output_folder_raises_as_stop(tmp_path, monkeypatch):
+    monkeypatch.setattr(simulation.dens, "dens", _nth_call(simulation.dens, "dens", 6, _negative_rho))
+    sim = Simulation(cfg_of("output.on_fault=record", "steady.enabled=true", steps=3), get_backend("numpy"), None,
+                     progress=False, log=_io.StringIO())
+    with pytest.raises(RunFault, match="negative density"):
+        sim.run()
+    assert "warning" not in sim.log.getvalue()
+
+
+def test_on_fault_record_that_cannot_be_written_leaves_the_fault(tmp_path, monkeypatch):
+    """A record that fails to be written is a warning on the log: the run still ends on its fault."""
+    def full_disk(self, *a, fault=None, **k):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(Simulation, "finish", full_disk)
+    monkeypatch.setattr(simulation.dens, "dens", _nth_call(simulation.dens, "dens", 6, _negative_rho))
+    sim = sim_of(cfg_of("output.on_fault=record", "steady.enabled=true", steps=3), tmp_path)
+    with pytest.raises(RunFault, match="step 2, RK stage 3, phase DENS: negative density"):
+        sim.run()
+    assert "warning: output.on_fault record: the fault's record was not written (OSError" in sim.log.getvalue()
+    assert not (tmp_path / "run.json").exists()

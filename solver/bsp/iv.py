@@ -128,15 +128,22 @@ def on_fault(iv: dict) -> str:
 
 
 def run_sets(iv: dict, vg: float, vds: float) -> list[str]:
-    """KEY=VALUE overrides of one point's run (bias, steady state, continuation output, iv.low_vg_set;
-    ``output.on_fault=record`` with the study's on_fault record: a faulted point leaves its record
-    for collect, and its job accepts the exit code 3, fault_ok_shell)."""
+    """KEY=VALUE overrides of one point's run (bias, steady state, continuation output, iv.low_vg_set).
+    The study's on_fault is not among them: rule iv_point adds it in its shell (fault_set_shell), so
+    that changing it does not rerun finished points (Snakemake's params trigger; the run's
+    configuration hash leaves it out too)."""
     st = iv["steady"]
     return low_vg_sets(iv, vg) + _bias_sets(iv, vg, vds) + ["steady.enabled=true", f"steady.window_ps={_num(st['window_ps'])}",
                    f"steady.rtol={_num(st['rtol'])}", f"steady.conservation_tol={_num(st['conservation_tol'])}",
                    f"time.t_end_ps={_num(t_max_ps(iv, vg))}", "time.steps=null", "continuation.save_final_state=true"] + (
-        [f"continuation.ramp_ps={_num(iv['ramp_ps'])}"] if iv.get("ramp_ps") else []) + (
-        ["output.on_fault=record"] if on_fault(iv) == "record" else [])
+        [f"continuation.ramp_ps={_num(iv['ramp_ps'])}"] if iv.get("ramp_ps") else [])
+
+
+def fault_set_shell(iv: dict) -> str:
+    """What rule iv_point adds to its run's options: with the study's on_fault record
+    ``" --set output.on_fault=record"`` (a faulted point leaves its record for collect; its job accepts
+    exit code 3, fault_ok_shell), else nothing."""
+    return " --set output.on_fault=record" if on_fault(iv) == "record" else ""
 
 
 def fault_ok_shell(iv: dict) -> str:
@@ -165,7 +172,7 @@ def read_point(run_dir) -> dict:
     bottom, top = gate_volts(cfg)
     st = s.get("steady", {})
     src = s.get("continuation") or {}
-    fault = s.get("fault") if s.get("status") == "fault" else None
+    fault = (s.get("fault") or {"message": "(no fault record)"}) if s.get("status") == "fault" else None
     reached = bool(st.get("reached", False))
     return {
         "point": run_dir.name,
@@ -175,9 +182,9 @@ def read_point(run_dir) -> dict:
         "Id_A_per_m": math.nan if fault else st.get("current_A_per_m", s["mean_current_A_per_m"]),
         "steady": reached,
         "status": "fault" if fault else "steady" if reached else "t_max",
-        "fault": fault["message"] if fault else "",
+        "fault": fault.get("message", "") if fault else "",
         "t_steady_ps": st.get("t_reached_ps"),
-        "t_end_ps": fault["t_ps"] if fault else s["t_end_s"] * 1e12,
+        "t_end_ps": fault.get("t_ps", s["t_end_s"] * 1e12) if fault else s["t_end_s"] * 1e12,
         "steps": s["steps"],
         "drift": st.get("drift"),
         "charging": st.get("charging"),
@@ -308,7 +315,8 @@ def figures_of_merit(curv: pd.DataFrame, iv: dict) -> pd.DataFrame:
             "largest dId/dV_G (second-order finite differences)")
     lo, hi = vds_list[0], vds_list[-1]
     if hi > lo:
-        add("DIBL", 1e3 * (vth[lo] - vth[hi]) / (hi - lo), "mV/V", f"V_DS = {lo:g} and {hi:g} V{notes[lo]}{notes[hi]}",
+        which = "".join(f"{notes[d]} (the V_DS = {d:g} V curve)" for d in (lo, hi) if notes[d])  # whose points
+        add("DIBL", 1e3 * (vth[lo] - vth[hi]) / (hi - lo), "mV/V", f"V_DS = {lo:g} and {hi:g} V{which}",
             "(Vth(low V_DS) - Vth(high V_DS)) / (V_DS high - V_DS low), constant-current Vth")
     c, note = _usable(curv[curv["curve"] == f"idvg_vds{hi:g}"].sort_values("V_G"), "V_G")
     if len(c):

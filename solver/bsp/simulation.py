@@ -312,7 +312,7 @@ class Simulation:
         else:
             kept = "no checkpoint was written yet (output.checkpoint_every_steps)"
         err = RunFault(f"step {self.state.step + 1}, RK stage {stage + 1}, phase {phase}: {what}; {kept}")
-        err.step, err.phase = self.state.step + 1, phase  # read by _record_fault (output.on_fault = record)
+        err.step, err.phase = self.state.step + 1, phase  # read by _write_fault_record (output.on_fault = record)
         return err
 
     # ------------------------------------------------------------------ overlap (paper 000 §3.4)
@@ -520,7 +520,7 @@ class Simulation:
         key = "config key 'continuation.init_from'"
         try:
             with h5py.File(path, "r") as f:
-                if "fault" in f.attrs:  # output.on_fault = record: a marker, no state (_record_fault)
+                if "fault" in f.attrs:  # output.on_fault = record: a marker, no state (_write_fault_record)
                     fault = " ".join(str(f.attrs["fault"]).split())
                     err = SourceFaulted(f"{key}: the source run {str(run_dir)!r} ended with a numerical fault, so "
                                         f"{FINAL_STATE} holds no state (fault: {fault})")
@@ -629,7 +629,8 @@ class Simulation:
         unless ``resume`` is False; a folder holding another configuration's run is refused
         unless ``overwrite``.  A RunFault of the time loop that _retry_ramp does not take ends the
         run (raised); with output.on_fault = record the folder first gets the fault's record
-        (_record_fault).  A start-up fault is raised as it is."""
+        (_record_fault), and a continuation source that is a fault marker is recorded as this run's
+        fault (_source_fault).  A start-up fault is raised as it is."""
         self._wall0 = wall0 = time.perf_counter()
         self._wall_before = 0.0
         self._timer_rows: list[dict] = []
@@ -668,11 +669,7 @@ class Simulation:
             except RunFault as exc:
                 if not self._retry_ramp(exc):
                     if self._on_fault_record():
-                        try:
-                            self._record_fault(exc, time.perf_counter() - wall0)
-                        except Exception as rec_exc:  # the fault stays the run's outcome (exit code 3)
-                            print(f"warning: output.on_fault record: the fault's record was not written "
-                                  f"({type(rec_exc).__name__}: {rec_exc})", file=self.log)
+                        self._record_fault(exc, time.perf_counter() - wall0)
                     raise
         host = self.host_fields(self.state)
         if not self.scalars or self.scalars[-1]["step"] != self.state.step:
@@ -759,14 +756,19 @@ class Simulation:
         err = RunFault(f"continuation: the source run {str(run_dir)!r} ended with a numerical fault; this run "
                        "did not start")
         err.step, err.phase, err.root_fault = 0, "continuation", exc.root_fault
-        try:
-            self._record_fault(err, wall_s)
-        except Exception as rec_exc:  # the fault stays the run's outcome (exit code 3)
-            print(f"warning: output.on_fault record: the fault's record was not written "
-                  f"({type(rec_exc).__name__}: {rec_exc})", file=self.log)
+        self._record_fault(err, wall_s)
         return err
 
     def _record_fault(self, exc: RunFault, wall_s: float) -> None:
+        """_write_fault_record; a failure to write it is a warning on the log (the fault stays the run's
+        outcome, exit code 3)."""
+        try:
+            self._write_fault_record(exc, wall_s)
+        except Exception as rec_exc:
+            print(f"warning: output.on_fault record: the fault's record was not written "
+                  f"({type(rec_exc).__name__}: {rec_exc})", file=self.log)
+
+    def _write_fault_record(self, exc: RunFault, wall_s: float) -> None:
         """output.on_fault = record: what a finished run writes (finish: run.json, scalars.csv with
         every row recorded so far, timers.csv), with ``summary.status = "fault"`` (the only place
         the status is given; a run without it finished) and ``summary.fault = {message, step,
@@ -774,7 +776,8 @@ class Simulation:
         the start of that step); no fields.h5, profiles.csv or quicklook.png (the state is the
         failed stage's) and the checkpoint is kept.  With continuation.save_final_state,
         final_state.h5 is a fault marker: the attribute ``fault`` (the message) and no state
-        arrays, which a run starting from it (_source) refuses in one line."""
+        arrays, which a run starting from it (_source) refuses in one line, or under record records
+        as a fault of its own (_source_fault)."""
         import h5py
 
         message = " ".join(str(exc).split())
@@ -800,10 +803,11 @@ class Simulation:
         return before + time.perf_counter() - wall0
 
     def finish(self, host, final: pd.DataFrame | None, wall_s: float, fault: dict | None = None) -> dict:
-        """The run's record (run.json) and its files.  ``fault`` (_record_fault; ``host`` and
+        """The run's record (run.json) and its files.  ``fault`` (_write_fault_record; ``host`` and
         ``final`` None): the summary gets ``status = "fault"`` and ``fault``, its steady record has
         no final spreads, and only scalars.csv, timers.csv and run.json are written (the
-        checkpoint stays)."""
+        checkpoint stays; fields.h5, profiles.csv and quicklook.png left in the folder by an earlier
+        finished run of this configuration are removed: they are not this run's)."""
         import pandas as pd
 
         st, m = self.state, self.model
@@ -847,6 +851,8 @@ class Simulation:
             io.write_csv(pd.DataFrame(self._timer_rows, columns=["step", "phase", "seconds"]),
                          self.out / "timers.csv", float_format="%.6e")
             if fault is not None:
+                for name in ("fields.h5", "profiles.csv", "quicklook.png"):  # an earlier finished run's (same hash)
+                    (self.out / name).unlink(missing_ok=True)
                 io.write_json(self.out / "run.json", record)
                 return record
             output.write_fields(self.out / "fields.h5", m, host, st.t, st.step,

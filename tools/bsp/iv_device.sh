@@ -76,7 +76,9 @@ if [ -f "$D/points.csv" ]; then
   python3 -c "
 import pandas as pd
 p = pd.read_csv('$D/points.csv')
-print(p[['point', 'Id_A_per_m', 'steady', 't_steady_ps', 't_end_ps', 'steps', 'wall_s', 'init_from']].to_string(index=False))
+print(p[[c for c in ('point', 'Id_A_per_m', 'status', 'steady', 't_steady_ps', 't_end_ps', 'steps', 'wall_s', 'init_from') if c in p]].to_string(index=False))
+f = p[p['status'] == 'fault'] if 'status' in p else p.iloc[:0]
+for _, r in f.iterrows(): print('fault:', r['point'], str(r['fault'])[:160])
 print(pd.read_csv('$D/figures_of_merit.csv')[['quantity', 'value', 'unit', 'condition']].to_string(index=False))"
 fi
 left_jobs=$(grep -m1 -E "^total" "$OUT/status_$n.txt" | awk '{print $2}')

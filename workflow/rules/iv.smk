@@ -12,7 +12,9 @@
 # at the same V_G and the next lower V_DS; solver.bsp.iv.sources), the chains side by side.
 # iv.on_fault record (the default): a point whose run ends on a numerical fault records it (output.on_fault)
 # and its job passes (exit code 3 only); iv_collect marks it (status fault) and the study still finishes.
-# A point continued from a faulted one stops (exit 2: the fault marker is no state to start from).
+# A point continued from a faulted one (iv.continuation) records a fault of its own (phase continuation: the
+# fault marker is no state to start from) and passes the same way.  iv.on_fault stop: the faulted point's job
+# fails, and the points continued from it do not run.
 import json
 
 from solver.bsp import iv as bsp_iv
@@ -29,7 +31,9 @@ IV_THREADS = 1 if IV_BACKEND == "cupy" else int(IV.get("threads", 1))
 IV_GPU = "--gpu auto " if IV_BACKEND == "cupy" else ""
 IV_VARIANT = f"{IV_BACKEND}_t{IV_THREADS}"
 # iv.on_fault record: a faulted point's run records the fault and exits 3, which its job accepts (any other
-# non-zero code fails it); iv_collect marks the point (solver.bsp.iv.run_sets / fault_ok_shell)
+# non-zero code fails it); iv_collect marks the point (solver.bsp.iv.fault_set_shell / fault_ok_shell; in the
+# shell, not in params, so that changing iv.on_fault does not rerun finished points)
+IV_FAULT_SET = bsp_iv.fault_set_shell(IV) if IV_ON else ""
 IV_FAULT_OK = bsp_iv.fault_ok_shell(IV) if IV_ON else ""
 IV_BOTTOM = IV.get("bottom_gate_V")
 IV_SOURCES = {bsp_iv.point_name(g, d, IV_BOTTOM): bsp_iv.source_name(s, IV_BOTTOM)
@@ -121,7 +125,7 @@ if IV_ON:
             "OMP_NUM_THREADS={params.nthreads} OPENBLAS_NUM_THREADS={params.nthreads} "
             "NUMBA_NUM_THREADS={params.nthreads} "
             "{SOLVER} run {input.cfg:q} --out {params.out:q} --backend {params.backend} --threads {params.nthreads} "
-            "{IV_GPU}--no-progress {params.sets} > {log:q} 2>&1{IV_FAULT_OK}"
+            "{IV_GPU}--no-progress {params.sets}{IV_FAULT_SET} > {log:q} 2>&1{IV_FAULT_OK}"
 
     rule iv_seed:
         """A short fresh run (iv.low_vg_seed_ps) that the points below iv.low_vg_from start from."""
