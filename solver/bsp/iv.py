@@ -270,13 +270,19 @@ def subthreshold_swing(vg, idd, i_th) -> float:
     return best
 
 
+def _split_faults(c: pd.DataFrame, by: str):
+    """Curve ``c`` without its faulted points, and the faulted points' ``by`` (the swept voltage, V_G
+    or V_DS)."""
+    bad = (_status(c) == "fault").to_numpy()
+    return c[~bad], c[bad][by]
+
+
 def _usable(c: pd.DataFrame, by: str):
     """The rows of curve ``c`` with a finite Id and not faulted, and the note for a figure-of-merit
     row read from it: '' or '; faulted points left out: V_G = -0.4, -0.5 V' (``by`` the swept
     voltage, V_G or V_DS)."""
-    bad = (_status(c) == "fault").to_numpy()
-    ok = c[~bad & np.isfinite(c["Id_A_per_m"].to_numpy(float))]
-    gone = c[bad][by]
+    kept, gone = _split_faults(c, by)
+    ok = kept[np.isfinite(kept["Id_A_per_m"].to_numpy(float))]
     note = "" if not len(gone) else f"; faulted points left out: {by} = {', '.join(f'{v:g}' for v in gone)} V"
     return ok, note
 
@@ -347,10 +353,8 @@ def plot_idvg(curv: pd.DataFrame, iv: dict, path_log, path_lin) -> None:
         fig, ax = plt.subplots(figsize=(5.2, 4))
         faulted = []
         for d in iv["idvg_vds"]:
-            c = curv[curv["curve"] == f"idvg_vds{float(d):g}"].sort_values("V_G")
-            bad = (_status(c) == "fault").to_numpy()
-            faulted.append(c[bad]["V_G"])
-            c = c[~bad]  # the curve through the points with an Id
+            c, gone = _split_faults(curv[curv["curve"] == f"idvg_vds{float(d):g}"].sort_values("V_G"), "V_G")
+            faulted.append(gone)  # the curve goes through the points with an Id
             mk = np.where(c["steady"], "o", "x")
             ax.plot(c["V_G"], c["Id_A_per_m"], "-", label=f"$V_{{DS}}$ = {float(d):g} V")
             for m in ("o", "x"):
@@ -379,10 +383,8 @@ def plot_idvd(curv: pd.DataFrame, iv: dict, path) -> None:
     fig, ax = plt.subplots(figsize=(5.2, 4))
     faulted = []
     for g in iv["idvd_vg"]:
-        c = curv[curv["curve"] == f"idvd_vg{float(g):g}"].sort_values("V_DS")
-        fault = (_status(c) == "fault").to_numpy()
-        faulted.append(c[fault]["V_DS"])
-        c = c[~fault]  # the curve through the points with an Id
+        c, gone = _split_faults(curv[curv["curve"] == f"idvd_vg{float(g):g}"].sort_values("V_DS"), "V_DS")
+        faulted.append(gone)  # the curve goes through the points with an Id
         ax.plot(c["V_DS"], c["Id_A_per_m"], "o-", label=f"$V_G$ = {float(g):g} V")
         bad = c[~c["steady"].astype(bool)]
         ax.plot(bad["V_DS"], bad["Id_A_per_m"], "x", color=ax.lines[-1].get_color(), ms=8)
