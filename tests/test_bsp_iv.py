@@ -40,6 +40,23 @@ def test_swing_takes_the_steepest_subthreshold_pair():
     assert iv.subthreshold_swing(vg, idd, 10.0) == pytest.approx(50.0)
 
 
+def test_swing_at_threshold_brackets_the_vth_current():
+    vg = np.linspace(-0.3, 0.3, 7)
+    idd = 10.0 * 10 ** ((vg - 0.05) / 0.075)  # an exponential: the same slope everywhere
+    assert iv.swing_at_threshold(vg, idd, 10.0) == pytest.approx(75.0, rel=1e-12)
+    # one resolved point below 10 A/m (an unresolved, negative one under it), the curve bending over above
+    vg = np.array([-0.3, -0.2, -0.1, 0.0])
+    idd = np.array([-0.5, 2.0, 40.0, 100.0])
+    assert math.isnan(iv.subthreshold_swing(vg, idd, 10.0))
+    assert iv.swing_at_threshold(vg, idd, 10.0) == pytest.approx(100.0 / math.log10(20.0), rel=1e-12)
+    assert math.isnan(iv.swing_at_threshold(vg, np.array([-0.5, 20.0, 40.0, 100.0]), 10.0))  # no point below
+    assert math.isnan(iv.swing_at_threshold(vg, np.array([1.0, 2.0, 4.0, 8.0]), 10.0))  # never reaches it
+    # log Id concave: the swing at threshold is not below the subthreshold SS
+    vg = np.linspace(-0.4, 0.2, 7)
+    idd = 10.0 * 10 ** (-np.log10(1 + 10 ** (-(vg + 0.1) / 0.08)))  # 80 mV/dec far below, saturating above
+    assert iv.swing_at_threshold(vg, idd, 1.0) > iv.subthreshold_swing(vg, idd, 1.0)
+
+
 def test_gm_and_linear_extrapolation_of_a_straight_line():
     vg = np.array([0.2, 0.3, 0.45, 0.6])  # uneven spacing
     k, vt, vds = 2000.0, 0.1, 0.05
@@ -68,6 +85,7 @@ def test_figures_of_merit_table():
     assert val("Vth", 1) == pytest.approx(-0.035, abs=1e-12)
     assert val("DIBL") == pytest.approx(100.0, rel=1e-9)  # mV/V
     assert val("SS", 0) == pytest.approx(80.0, rel=1e-12)
+    assert val("SS_Vth", 0) == pytest.approx(80.0, rel=1e-12) and val("SS_Vth", 1) == pytest.approx(80.0, rel=1e-12)
     ion = 10.0 * 10 ** ((0.3 + 0.035) / 0.08)
     ioff = 10.0 * 10 ** ((-0.3 + 0.035) / 0.08)
     assert val("Ion") == pytest.approx(ion) and val("Ioff") == pytest.approx(ioff)

@@ -24,6 +24,7 @@ SCRIPTS = {
     "overlap_device.sh": (None, "git"),
     "iv_step_probe.sh": (None, "require"),
     "iv_fault_probe.sh": (None, "require"),
+    "iv_racecheck_device.sh": ("/tmp/iv_out", "require"),
 }
 
 

@@ -270,6 +270,18 @@ def subthreshold_swing(vg, idd, i_th) -> float:
     return best
 
 
+def swing_at_threshold(vg, idd, i_th) -> float:
+    """dV_G / dlog10(Id) (mV/decade) between the two consecutive points that bracket the Vth current
+    (Id below i_th, then at or above it; both positive and rising): the swing at threshold.  Where the
+    curve bends over above threshold (log Id concave in V_G) it is not below the subthreshold SS; it needs
+    only one resolved point below i_th.  NaN where no pair brackets i_th."""
+    vg, idd = np.asarray(vg, float), np.asarray(idd, float)
+    for k in range(len(vg) - 1):
+        if 0 < idd[k] < i_th <= idd[k + 1]:
+            return 1e3 * (vg[k + 1] - vg[k]) / (math.log10(idd[k + 1]) - math.log10(idd[k]))
+    return math.nan
+
+
 def _split_faults(c: pd.DataFrame, by: str):
     """Curve ``c`` without its faulted points, and the faulted points' ``by`` (the swept voltage, V_G
     or V_DS)."""
@@ -315,6 +327,9 @@ def figures_of_merit(curv: pd.DataFrame, iv: dict) -> pd.DataFrame:
                 "maximum-gm linear extrapolation: V_G at Id = 0 of the tangent at max gm, minus V_DS/2")
         add("SS", subthreshold_swing(vg, idd, i_th), "mV/dec", f"V_DS = {d:g} V{note}",
             f"smallest dV_G/dlog10(Id) between consecutive points with Id < {i_th:g} A/m")
+        add("SS_Vth", swing_at_threshold(vg, idd, i_th), "mV/dec", f"V_DS = {d:g} V{note}",
+            f"dV_G/dlog10(Id) between the two points that bracket Id = {i_th:g} A/m (the swing at threshold: "
+            "not below SS where log Id bends down above threshold)")
         gm = gm_curve(vg, idd)
         k = int(np.argmax(gm))
         add("gm_max", gm[k], "S/m", f"V_DS = {d:g} V, V_G = {vg[k]:g} V{note}",
