@@ -86,6 +86,9 @@ def test_figures_of_merit_table():
     assert val("DIBL") == pytest.approx(100.0, rel=1e-9)  # mV/V
     assert val("SS", 0) == pytest.approx(80.0, rel=1e-12)
     assert val("SS_Vth", 0) == pytest.approx(80.0, rel=1e-12) and val("SS_Vth", 1) == pytest.approx(80.0, rel=1e-12)
+    cond = fom[fom["quantity"] == "SS_Vth"]["condition"]
+    assert cond.iloc[0] == "V_DS = 0.05 V, V_G = -0.1 to 0 V"  # the pair across 10 A/m (Id(0) = 10 exactly)
+    assert ", V_G = " in fom[fom["quantity"] == "SS"]["condition"].iloc[0]
     ion = 10.0 * 10 ** ((0.3 + 0.035) / 0.08)
     ioff = 10.0 * 10 ** ((-0.3 + 0.035) / 0.08)
     assert val("Ion") == pytest.approx(ion) and val("Ioff") == pytest.approx(ioff)

@@ -260,14 +260,7 @@ def vth_linear_extrapolation(vg, idd, vds) -> float:
 def subthreshold_swing(vg, idd, i_th) -> float:
     """Smallest dV_G / dlog10(Id) (mV/decade) between consecutive points with Id below i_th
     (the steepest part of the subthreshold region); NaN with fewer than two such points."""
-    vg, idd = np.asarray(vg, float), np.asarray(idd, float)
-    ok = (idd > 0) & (idd < i_th)
-    best = math.nan
-    for k in range(len(vg) - 1):
-        if ok[k] and ok[k + 1] and idd[k + 1] > idd[k]:
-            s = 1e3 * (vg[k + 1] - vg[k]) / (math.log10(idd[k + 1]) - math.log10(idd[k]))
-            best = s if math.isnan(best) else min(best, s)
-    return best
+    return _swing_pairs(vg, idd, i_th)[0][0]
 
 
 def swing_at_threshold(vg, idd, i_th) -> float:
@@ -275,11 +268,24 @@ def swing_at_threshold(vg, idd, i_th) -> float:
     (Id below i_th, then at or above it; both positive and rising): the swing at threshold.  Where the
     curve bends over above threshold (log Id concave in V_G) it is not below the subthreshold SS; it needs
     only one resolved point below i_th.  NaN where no pair brackets i_th."""
+    return _swing_pairs(vg, idd, i_th)[1][0]
+
+
+def _swing_pairs(vg, idd, i_th):
+    """((SS, k), (SS_Vth, k)): subthreshold_swing's and swing_at_threshold's values and the index k of the
+    pair (k, k + 1) each is read from (NaN and None where there is none)."""
     vg, idd = np.asarray(vg, float), np.asarray(idd, float)
+    ok = (idd > 0) & (idd < i_th)
+    ss, at = (math.nan, None), (math.nan, None)
     for k in range(len(vg) - 1):
-        if 0 < idd[k] < i_th <= idd[k + 1]:
-            return 1e3 * (vg[k + 1] - vg[k]) / (math.log10(idd[k + 1]) - math.log10(idd[k]))
-    return math.nan
+        if not (idd[k] > 0 and idd[k + 1] > idd[k]):
+            continue
+        s = 1e3 * (vg[k + 1] - vg[k]) / (math.log10(idd[k + 1]) - math.log10(idd[k]))
+        if ok[k] and ok[k + 1] and not s >= ss[0]:  # the smallest (NaN: none yet)
+            ss = (s, k)
+        if ok[k] and idd[k + 1] >= i_th and at[1] is None:  # the first pair across i_th
+            at = (s, k)
+    return ss, at
 
 
 def _split_faults(c: pd.DataFrame, by: str):
@@ -325,9 +331,11 @@ def figures_of_merit(curv: pd.DataFrame, iv: dict) -> pd.DataFrame:
         if d == vds_list[0]:
             add("Vth_lin", vth_linear_extrapolation(vg, idd, d), "V", f"V_DS = {d:g} V{note}",
                 "maximum-gm linear extrapolation: V_G at Id = 0 of the tangent at max gm, minus V_DS/2")
-        add("SS", subthreshold_swing(vg, idd, i_th), "mV/dec", f"V_DS = {d:g} V{note}",
+        (ss, kss), (sa, ksa) = _swing_pairs(vg, idd, i_th)
+        pair = lambda k: "" if k is None else f", V_G = {vg[k]:g} to {vg[k + 1]:g} V"  # noqa: E731 (the points read)
+        add("SS", ss, "mV/dec", f"V_DS = {d:g} V{pair(kss)}{note}",
             f"smallest dV_G/dlog10(Id) between consecutive points with Id < {i_th:g} A/m")
-        add("SS_Vth", swing_at_threshold(vg, idd, i_th), "mV/dec", f"V_DS = {d:g} V{note}",
+        add("SS_Vth", sa, "mV/dec", f"V_DS = {d:g} V{pair(ksa)}{note}",
             f"dV_G/dlog10(Id) between the two points that bracket Id = {i_th:g} A/m (the swing at threshold: "
             "not below SS where log Id bends down above threshold)")
         gm = gm_curve(vg, idd)
