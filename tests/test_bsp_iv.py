@@ -65,6 +65,28 @@ def test_gm_and_linear_extrapolation_of_a_straight_line():
     assert iv.vth_linear_extrapolation(vg, idd, vds) == pytest.approx(vt - vds / 2)
 
 
+def test_log_idvg_marks_a_nonpositive_current_instead_of_drawing_it(tmp_path, monkeypatch):
+    """On the log axes a point with Id <= 0 (a mean current below the mesh's resolution) leaves its curve
+    and is a hollow gray triangle on the bottom edge; the linear axes keep it on the curve."""
+    from solver import io
+
+    pts = _synthetic_points()
+    low = np.isclose(pts["V_G_top"], -0.3) & np.isclose(pts["V_DS"], 0.05)
+    pts.loc[low, "Id_A_per_m"] = -0.5
+    saved = {}
+    monkeypatch.setattr(io, "save_figure", lambda fig, path, **kw: saved.update({path.name: fig}))
+    iv.plot_idvg(iv.curves(pts, STUDY), STUDY, tmp_path / "log.png", tmp_path / "lin.png")
+    ax = saved["log.png"].axes[0]
+    marks = [ln for ln in ax.lines if ln.get_label() == "Id <= 0 (not resolved)"]
+    assert len(marks) == 1 and list(marks[0].get_xdata()) == [-0.3] and marks[0].get_marker() == "v"
+    drawn = [ln for ln in ax.lines if ln not in marks and len(ln.get_ydata())]  # the curves and their o / x marks
+    assert drawn and all(min(ln.get_ydata()) > 0 for ln in drawn)
+    assert "Id <= 0 (not resolved)" in [t.get_text() for t in ax.get_legend().get_texts()]
+    lin = saved["lin.png"].axes[0]
+    assert not [ln for ln in lin.lines if ln.get_label() == "Id <= 0 (not resolved)"]
+    assert -0.5 in list(lin.lines[0].get_ydata())
+
+
 def _synthetic_points(S=0.08, vt_lo=0.0, dibl=0.1, gd=300.0):
     """Exponential Id-Vg curves (threshold vt - dibl V_DS), Id-Vd lines of slope gd."""
     rows = []

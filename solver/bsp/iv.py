@@ -374,10 +374,14 @@ def plot_idvg(curv: pd.DataFrame, iv: dict, path_log, path_lin) -> None:
 
     for path, log in ((path_log, True), (path_lin, False)):
         fig, ax = plt.subplots(figsize=(5.2, 4))
-        faulted = []
+        faulted, unresolved = [], []
         for d in iv["idvg_vds"]:
             c, gone = _split_faults(curv[curv["curve"] == f"idvg_vds{float(d):g}"].sort_values("V_G"), "V_G")
             faulted.append(gone)  # the curve goes through the points with an Id
+            if log:  # an Id <= 0 (noise around a current below the mesh's resolution) has no place on a log axis
+                pos = c["Id_A_per_m"].to_numpy(float) > 0
+                unresolved.append(c[~pos]["V_G"])
+                c = c[pos]
             mk = np.where(c["steady"], "o", "x")
             ax.plot(c["V_G"], c["Id_A_per_m"], "-", label=f"$V_{{DS}}$ = {float(d):g} V")
             for m in ("o", "x"):
@@ -387,6 +391,10 @@ def plot_idvg(curv: pd.DataFrame, iv: dict, path_log, path_lin) -> None:
             ax.set_yscale("log")
             ax.axhline(iv["vth_current_A_per_m"], ls=":", color="gray", lw=0.8)
         _mark_faults(ax, pd.concat(faulted) if faulted else [])
+        x = pd.concat(unresolved).to_numpy(float) if unresolved else np.zeros(0)
+        if len(x):  # on the bottom edge, hollow: a point that ran, unlike a fault's red triangle
+            ax.plot(x, np.zeros_like(x), "v", mfc="none", color="gray", ms=8, clip_on=False, zorder=5,
+                    transform=ax.get_xaxis_transform(), label="Id <= 0 (not resolved)")
         ax.set(xlabel="$V_G$ (V)", ylabel=r"$I_d$ (A/m = $\mu$A/$\mu$m)",
                title="Id-Vg" + (" (log)" if log else "") + _gates(iv))
         ax.legend(fontsize=8)
