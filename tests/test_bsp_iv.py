@@ -14,6 +14,8 @@ from solver.bsp import iv
 from solver.bsp.model import load
 from solver.bsp.simulation import Simulation
 
+from _faults import negative_rho, nth_call
+
 TINY = ["mesh.N_sbn=3", "mesh.NX=9", "mesh.NZ=9", "mesh.NW=12", "mesh.NPHI=8", "output.progress=false",
         "numerics.backend=numpy", "output.checkpoint_every_steps=0"]
 
@@ -333,22 +335,6 @@ def test_figures_of_merit_leave_faulted_points_out():
         assert q(name, i)["value"] == ref[ref["quantity"] == name]["value"].iloc[i]
 
 
-def _nth_dens_negative(n):
-    """simulation.dens.dens whose call number ``n`` (from 0) returns a density with one node negated."""
-    from solver.bsp import simulation
-
-    orig, calls = simulation.dens.dens, []
-
-    def wrapper(*a, **k):
-        calls.append(1)
-        rho, PhiHat = orig(*a, **k)
-        if len(calls) == n + 1:
-            rho = rho.copy()
-            rho[4] = -rho[4]
-        return rho, PhiHat
-    return wrapper
-
-
 @pytest.fixture(scope="module")
 def faulted_run(tmp_path_factory):
     """A real point run at V_G = 0.1 V, V_DS = 0.1 V with output.on_fault = record that faults (a negative
@@ -358,7 +344,7 @@ def faulted_run(tmp_path_factory):
 
     out = tmp_path_factory.mktemp("ivf") / iv.point_name(0.1, 0.1)
     mp = pytest.MonkeyPatch()
-    mp.setattr(simulation.dens, "dens", _nth_dens_negative(6))
+    mp.setattr(simulation.dens, "dens", nth_call(simulation.dens, "dens", 6, negative_rho))
     try:
         with pytest.raises(RunFault, match="negative density"):
             _run("bias.V_G=0.1", "bias.V_DS=0.1", "time.t_end_ps=0.02", "steady.enabled=true", "steady.window_ps=0.01",

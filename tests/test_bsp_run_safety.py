@@ -23,6 +23,8 @@ from solver.bsp.simulation import CHECKPOINT, Progress, Simulation
 from solver.cli import main
 from solver.config import ConfigError, RunFault
 
+from _faults import negative_rho, nth_call
+
 TINY = ["mesh.N_sbn=3", "mesh.NX=9", "mesh.NZ=13", "mesh.NW=12", "mesh.NPHI=8",
         "output.progress=false", "numerics.backend=numpy", "time.t_end_ps=null"]
 
@@ -125,29 +127,11 @@ def test_eta_after_resume_counts_the_resumed_steps_only():
 
 
 # ------------------------------------------------------------------------------ faults
-def _nth_call(module, name, n, change):
-    """Replace module.name by a wrapper whose call number ``n`` (from 0) goes through ``change``."""
-    orig = getattr(module, name)
-    calls = []
-
-    def wrapper(*a, **k):
-        calls.append(1)
-        return change(orig, *a, **k) if len(calls) == n + 1 else orig(*a, **k)
-    return wrapper
-
-
 def _nan_phi(orig, *a, **k):
     Phi, dn = orig(*a, **k)
     Phi = Phi.copy()
     Phi[0, 0, 0, 0, 0] = np.nan
     return Phi, dn
-
-
-def _negative_rho(orig, *a, **k):
-    rho, PhiHat = orig(*a, **k)
-    rho = rho.copy()
-    rho[4] = -rho[4]
-    return rho, PhiHat
 
 
 def _newton_fails(orig, *a, **k):
@@ -164,7 +148,7 @@ def _inf_v(orig, *a, **k):
 # calls: bte.advance 3 per step; dens.dens once at start-up, then 3 per step; potential 3 per step
 FAULTS = [
     ("bte", "advance", 4, _nan_phi, "step 2, RK stage 2, phase BTE: Phi holds NaN or Inf"),
-    ("dens", "dens", 6, _negative_rho, "step 2, RK stage 3, phase DENS: negative density (N_s summed over valleys and subbands = -"),
+    ("dens", "dens", 6, negative_rho, "step 2, RK stage 3, phase DENS: negative density (N_s summed over valleys and subbands = -"),
     ("poisson", "potential", 3, _newton_fails, "step 2, RK stage 1, phase ITER: Newton failed (POTENTIAL: Newton"),
     ("poisson", "potential", 5, _inf_v, "step 2, RK stage 3, phase ITER: the potential V holds NaN or Inf"),
 ]
@@ -174,7 +158,7 @@ FAULTS = [
 def test_fault_stops_with_step_stage_phase_and_keeps_checkpoint(module, name, n, change, words, tmp_path,
                                                                  monkeypatch, capsys):
     mod = getattr(simulation, module)
-    monkeypatch.setattr(mod, name, _nth_call(mod, name, n, change))
+    monkeypatch.setattr(mod, name, nth_call(mod, name, n, change))
     cfg = tmp_path / "c.yaml"
     cfg.write_text("mesh: {N_sbn: 3, NX: 9, NZ: 13, NW: 12, NPHI: 8}\n"
                    "time: {steps: 3, t_end_ps: null}\noutput: {checkpoint_every_steps: 1}\n")
@@ -190,13 +174,13 @@ def test_fault_stops_with_step_stage_phase_and_keeps_checkpoint(module, name, n,
 
 
 def test_fault_before_any_checkpoint_says_so(tmp_path, monkeypatch):
-    monkeypatch.setattr(simulation.poisson, "potential", _nth_call(simulation.poisson, "potential", 0, _newton_fails))
+    monkeypatch.setattr(simulation.poisson, "potential", nth_call(simulation.poisson, "potential", 0, _newton_fails))
     with pytest.raises(RunFault, match="step 1, RK stage 1, phase ITER: .*; no checkpoint was written yet"):
         sim_of(cfg_of(), tmp_path).run()
 
 
 def test_startup_newton_failure_is_a_fault(tmp_path, monkeypatch):
-    monkeypatch.setattr(simulation.poisson, "initcond", _nth_call(simulation.poisson, "initcond", 0, _newton_fails))
+    monkeypatch.setattr(simulation.poisson, "initcond", nth_call(simulation.poisson, "initcond", 0, _newton_fails))
     with pytest.raises(RunFault, match=r"start-up \(INITCOND, THERMEQUIL\): Newton failed"):
         sim_of(cfg_of(), tmp_path).run()
 
@@ -206,7 +190,7 @@ def test_deferred_density_check_names_the_same_fault(module, name, n, change, wo
     """The GPU's order (Simulation._defer_check: the stage's density read after its ITER) on the
     NumPy path: every fault is reported as without it, a bad density before ITER's outcome."""
     mod = getattr(simulation, module)
-    monkeypatch.setattr(mod, name, _nth_call(mod, name, n, change))
+    monkeypatch.setattr(mod, name, nth_call(mod, name, n, change))
     sim = sim_of(cfg_of(steps=3), tmp_path)
     sim._defer_check = True
     probes = []
@@ -238,7 +222,7 @@ _FAULT_YAML = ("mesh: {N_sbn: 3, NX: 9, NZ: 13, NW: 12, NPHI: 8}\n"
 
 def _faulting_run(tmp_path, monkeypatch, *sets):
     """The CLI's run of _FAULT_YAML with a negative density at step 2, RK stage 3 (FAULTS' dens case)."""
-    monkeypatch.setattr(simulation.dens, "dens", _nth_call(simulation.dens, "dens", 6, _negative_rho))
+    monkeypatch.setattr(simulation.dens, "dens", nth_call(simulation.dens, "dens", 6, negative_rho))
     cfg = tmp_path / "c.yaml"
     cfg.write_text(_FAULT_YAML)
     out = tmp_path / "out"
@@ -327,7 +311,7 @@ def test_a_fault_stopped_run_resumes_under_record_and_records(tmp_path, monkeypa
     assert rc == 3 and not (out / "run.json").exists()
     monkeypatch.undo()
     # resumed at step 1: no start-up DENS, so the fault's DENS call (step 2, RK stage 3) is number 2
-    monkeypatch.setattr(simulation.dens, "dens", _nth_call(simulation.dens, "dens", 2, _negative_rho))
+    monkeypatch.setattr(simulation.dens, "dens", nth_call(simulation.dens, "dens", 2, negative_rho))
     rc = main(["run", str(tmp_path / "c.yaml"), "--out", str(out), "--no-progress", "--set", "output.on_fault=record"])
     err = capsys.readouterr().err.splitlines()
     assert rc == 3 and err[-1].startswith("fault: step 2, RK stage 3, phase DENS"), err
@@ -373,39 +357,145 @@ def test_on_fault_record_removes_an_earlier_finished_runs_files(tmp_path, monkey
     assert not any((out / f).exists() for f in ("fields.h5", "profiles.csv", "quicklook.png"))
 
 
-def test_on_fault_record_after_the_ramp_retries(tmp_path, monkeypatch):
-    """A continued run that faults during its bias ramp past the retries (_retry_ramp): the record holds the
-    last attempt's rows and summary.continuation the lengthened ramp and the earlier attempts' faults."""
+def _ramp_faulting(tmp_path, monkeypatch, retries, *sets, before_fault=None):
+    """A source run and the configuration of a run continued from it over a 0.002 ps bias ramp, whose every
+    attempt faults past half its ramp (test_bsp_steady_ramp's stand-in for a negative density), with
+    RAMP_RETRIES = ``retries``; ``before_fault(n, src)`` is called before the n-th fault (from 1)."""
     src = tmp_path / "src"
     sim_of(cfg_of("continuation.save_final_state=true", steps=2), src).run()
     check = Simulation._check_density
+    faults = []
 
-    def fault_past_half_the_ramp(self, st, stage, probe=None):  # test_bsp_steady_ramp's stand-in
+    def fault_past_half_the_ramp(self, st, stage, probe=None):
         check(self, st, stage, probe)
         if self.source is not None and st.t * self.model.scales.t * 1e12 > self.source["ramp_ps"] / 2:
+            faults.append(1)
+            if before_fault is not None:
+                before_fault(len(faults), src)
             raise self._fault(stage, "DENS", "negative density (stand-in) at x node 4")
 
     monkeypatch.setattr(Simulation, "_check_density", fault_past_half_the_ramp)
-    monkeypatch.setattr(simulation, "RAMP_RETRIES", 1)
-    out = tmp_path / "cont"
-    cfg = cfg_of("bias.V_DS=0.05", "time.steps=null", "time.t_end_ps=0.02", f"continuation.init_from={src}",
-                 "continuation.ramp_ps=0.002", "continuation.save_final_state=true", "output.on_fault=record", steps=1)
-    with pytest.raises(RunFault, match="negative density"):
-        sim_of(cfg, out).run()
+    monkeypatch.setattr(simulation, "RAMP_RETRIES", retries)
+    return cfg_of("bias.V_DS=0.05", "time.steps=null", "time.t_end_ps=0.02", f"continuation.init_from={src}",
+                  "continuation.ramp_ps=0.002", "continuation.save_final_state=true", *sets, steps=1)
+
+
+def _fault_record(out, message):
+    """run.json's summary of a fault record in ``out``, checked against the RunFault's ``message``: the fault
+    of the last good state (scalars.csv's last row, every row of one attempt) and the marker final_state.h5."""
     s = json.loads((out / "run.json").read_text())["summary"]
     assert s["status"] == "fault" and s["fault"]["phase"] == "DENS"
-    c = s["continuation"]
-    assert c["ramp_ps"] == pytest.approx(0.004) and c["ramp_ps_config"] == 0.002 and len(c["ramp_faults"]) == 1
+    assert s["fault"]["message"] == " ".join(message.split())
     sc = pd.read_csv(out / "scalars.csv")
     assert list(sc["step"]) == list(range(len(sc))) and s["fault"]["step"] == sc["step"].iloc[-1] + 1
     assert s["fault"]["t_ps"] == pytest.approx(sc["time_s"].iloc[-1] * 1e12, rel=1e-12)
-    assert 0.002 < s["fault"]["t_ps"] < 0.004  # the second attempt's, past half its 0.004 ps ramp
     with h5py.File(out / simulation.FINAL_STATE, "r") as h:
-        assert "negative density" in str(h.attrs["fault"]) and len(h.keys()) == 0
+        assert str(h.attrs["fault"]) == s["fault"]["message"] and len(h.keys()) == 0
+    return s
+
+
+def test_on_fault_record_after_the_ramp_retries(tmp_path, monkeypatch):
+    """A continued run that faults during its bias ramp past the retries (_retry_ramp): the record holds the
+    last attempt's rows and summary.continuation the lengthened ramp and the earlier attempts' faults; the
+    message says that the ramp was retried."""
+    cfg = _ramp_faulting(tmp_path, monkeypatch, 1, "output.on_fault=record")
+    out = tmp_path / "cont"
+    with pytest.raises(RunFault, match="negative density") as info:
+        sim_of(cfg, out).run()
+    s = _fault_record(out, str(info.value))
+    c = s["continuation"]
+    assert c["ramp_ps"] == pytest.approx(0.004) and c["ramp_ps_config"] == 0.002 and len(c["ramp_faults"]) == 1
+    assert 0.002 < s["fault"]["t_ps"] < 0.004  # the second attempt's, past half its 0.004 ps ramp
+    assert s["fault"]["message"].endswith("; after 1 bias ramp retry (ramp 0.002 ps, now 0.004 ps)")
+
+
+def _source_gone(n, src):
+    if n == 1:
+        (src / simulation.FINAL_STATE).unlink()
+
+
+def _source_faulted(n, src):  # the source point run again meanwhile, and faulted under record
+    if n == 2:
+        with h5py.File(src / simulation.FINAL_STATE, "w") as h:
+            h.attrs["fault"] = "step 9, RK stage 1, phase DENS: negative density (the source's)"
+
+
+@pytest.mark.parametrize("before_fault,on_fault", [(_source_gone, "record"), (_source_faulted, "record"),
+                                                    (_source_gone, "stop")],
+                         ids=["source_gone", "source_now_a_marker", "source_gone_stop"])
+def test_a_ramp_retry_that_cannot_start_leaves_the_fault(before_fault, on_fault, tmp_path, monkeypatch):
+    """_retry_ramp cannot read its source again (the final state gone: ConfigError; a fault marker now:
+    SourceFaulted): the fault that called for the retry stands (RunFault, exit code 3, not a bad input),
+    its message says why the retry did not start, and under record it leaves the record of the attempt that
+    faulted (its rows and time, its ramp)."""
+    cfg = _ramp_faulting(tmp_path, monkeypatch, 3, f"output.on_fault={on_fault}", before_fault=before_fault)
+    out = tmp_path / "cont"
+    with pytest.raises(RunFault) as info:
+        sim_of(cfg, out).run()
+    msg = str(info.value)
+    assert msg.startswith("step ") and ", phase DENS: negative density (stand-in) at x node 4; " in msg
+    if before_fault is _source_gone:
+        assert "; the bias ramp retry (ramp 0.004 ps) could not start (ConfigError: config key " \
+               "'continuation.init_from': cannot read" in msg
+    else:
+        assert "; after 1 bias ramp retry (ramp 0.002 ps, now 0.004 ps); the bias ramp retry (ramp 0.008 ps) could " \
+               "not start (SourceFaulted: " in msg and "negative density (the source's)" in msg
+    if on_fault == "stop":
+        assert not (out / "run.json").exists()
+        return
+    s = _fault_record(out, msg)
+    c = s["continuation"]
+    if before_fault is _source_gone:  # the first attempt's
+        assert c["ramp_ps"] == 0.002 and "ramp_faults" not in c and 0.001 < s["fault"]["t_ps"] < 0.004
+    else:  # the second attempt's
+        assert c["ramp_ps"] == pytest.approx(0.004) and len(c["ramp_faults"]) == 1
+        assert 0.002 < s["fault"]["t_ps"] < 0.004
+
+
+def test_a_ramp_retry_that_fails_midway_records_the_attempt_that_faulted(tmp_path, monkeypatch):
+    """Any error of _retry_ramp after it has read its source (here a MemoryError as it sets up the new
+    attempt) leaves the fault of the attempt that faulted, recorded from that attempt's state, not the
+    half-made retry's."""
+    cfg = _ramp_faulting(tmp_path, monkeypatch, 3, "output.on_fault=record")
+    out = tmp_path / "cont"
+    sim = sim_of(cfg, out)
+
+    def no_memory(*a, **k):
+        raise MemoryError("stand-in: out of memory")
+
+    monkeypatch.setattr(simulation, "PhaseTimer", no_memory)  # the retry's timers (the run's are made)
+    with pytest.raises(RunFault) as info:
+        sim.run()
+    msg = str(info.value)
+    assert msg.endswith("; the bias ramp retry (ramp 0.004 ps) could not start (MemoryError: stand-in: out of memory)")
+    s = _fault_record(out, msg)
+    assert s["continuation"]["ramp_ps"] == 0.002 and "ramp_faults" not in s["continuation"]
+    assert 0.001 < s["fault"]["t_ps"] < 0.004 and s["fault"]["step"] > 1  # not the retry's start (step 0)
+    assert "could not start" in sim.log.getvalue()
+
+
+def test_on_fault_record_removes_later_snapshots_of_an_earlier_run(tmp_path, monkeypatch, capsys):
+    """A fault record in a folder that holds a longer run of the same configuration: its snapshots of the
+    fault's step and later go (this run never reached them), the earlier ones (this run's history, written
+    again by it) and other files stay."""
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(_FAULT_YAML)
+    out = tmp_path / "out"
+    assert main(["run", str(cfg), "--out", str(out), "--no-progress", "--set", "output.every_steps=1"]) == 0
+    snaps = out / "snapshots"
+    assert sorted(p.name for p in snaps.iterdir()) == [f"step_{i:07d}.h5" for i in range(4)]
+    (snaps / "notes.txt").write_text("mine")
+    (snaps / "step_best.h5").write_text("mine")
+    capsys.readouterr()
+    rc, out2 = _faulting_run(tmp_path, monkeypatch, "output.on_fault=record", "output.every_steps=1")
+    assert rc == 3 and out2 == out
+    assert json.loads((out / "run.json").read_text())["summary"]["fault"]["step"] == 2
+    assert sorted(p.name for p in snaps.iterdir()) == ["notes.txt", "step_0000000.h5", "step_0000001.h5",
+                                                        "step_best.h5"]
 
 
 def test_on_fault_record_without_an_output_folder_raises_as_stop(tmp_path, monkeypatch):
-    monkeypatch.setattr(simulation.dens, "dens", _nth_call(simulation.dens, "dens", 6, _negative_rho))
+    monkeypatch.setattr(simulation.dens, "dens", nth_call(simulation.dens, "dens", 6, negative_rho))
     sim = Simulation(cfg_of("output.on_fault=record", "steady.enabled=true", steps=3), get_backend("numpy"), None,
                      progress=False, log=_io.StringIO())
     with pytest.raises(RunFault, match="negative density"):
@@ -419,7 +509,7 @@ def test_on_fault_record_that_cannot_be_written_leaves_the_fault(tmp_path, monke
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(Simulation, "finish", full_disk)
-    monkeypatch.setattr(simulation.dens, "dens", _nth_call(simulation.dens, "dens", 6, _negative_rho))
+    monkeypatch.setattr(simulation.dens, "dens", nth_call(simulation.dens, "dens", 6, negative_rho))
     sim = sim_of(cfg_of("output.on_fault=record", "steady.enabled=true", steps=3), tmp_path)
     with pytest.raises(RunFault, match="step 2, RK stage 3, phase DENS: negative density"):
         sim.run()

@@ -627,10 +627,11 @@ class Simulation:
     def run(self, resume: bool = True, overwrite: bool = False) -> dict:
         """Run to the end; resume from a checkpoint of this configuration in the output folder
         unless ``resume`` is False; a folder holding another configuration's run is refused
-        unless ``overwrite``.  A RunFault of the time loop that _retry_ramp does not take ends the
-        run (raised); with output.on_fault = record the folder first gets the fault's record
-        (_record_fault), and a continuation source that is a fault marker is recorded as this run's
-        fault (_source_fault).  A start-up fault is raised as it is."""
+        unless ``overwrite``.  A RunFault of the time loop that _retry_ramp does not take (or
+        cannot: a retry that fails to start leaves the fault) ends the run (raised, its message
+        naming the ramp's retries, _ramp_note); with output.on_fault = record the folder first gets
+        the fault's record (_record_fault), and a continuation source that is a fault marker is
+        recorded as this run's fault (_source_fault).  A start-up fault is raised as it is."""
         self._wall0 = wall0 = time.perf_counter()
         self._wall_before = 0.0
         self._timer_rows: list[dict] = []
@@ -668,9 +669,12 @@ class Simulation:
                 break
             except RunFault as exc:
                 if not self._retry_ramp(exc):
+                    err = self._ramp_note(exc)
                     if self._on_fault_record():
-                        self._record_fault(exc, time.perf_counter() - wall0)
-                    raise
+                        self._record_fault(err, time.perf_counter() - wall0)
+                    if err is exc:
+                        raise
+                    raise err from exc
         host = self.host_fields(self.state)
         if not self.scalars or self.scalars[-1]["step"] != self.state.step:
             self.record_scalars(host)
@@ -710,7 +714,10 @@ class Simulation:
         bias ramp or within one ramp time after it, start again from the source's state with twice
         the ramp time (True), unless that is over half the run's time limit; otherwise False (the
         fault stands).  summary.continuation records
-        ``ramp_ps`` (the ramp used), ``ramp_ps_config`` and ``ramp_faults`` (one line per retry)."""
+        ``ramp_ps`` (the ramp used), ``ramp_ps_config`` and ``ramp_faults`` (one line per retry).
+        A retry that fails to start (its source's final state gone or now a fault marker, or any
+        other error) is False too: the run is put back as the attempt that faulted left it (for its
+        fault record) and ``exc.ramp_retry_error`` says why (_ramp_note)."""
         src = self.source
         if src is None or src["ramp_ps"] <= 0 or "negative density" not in str(exc):
             return False
@@ -722,6 +729,21 @@ class Simulation:
             return False  # past the retries, not a fault of the ramp, or a ramp over half the run
         print(f"fault during the bias ramp of {src['ramp_ps']:g} ps at t = {t_ps:.4f} ps ({str(exc).split(';')[0]}); "
               f"starting again from {src['init_from']} with a {ramp:g} ps ramp", file=self.log)
+        attempt, model_cfg = dict(vars(self)), self.model.cfg  # the attempt that faulted (the retry replaces them)
+        try:
+            self._restart_ramp(exc, src, ramp, faults)
+        except Exception as why:
+            vars(self).clear()
+            vars(self).update(attempt)
+            self.model.cfg = model_cfg
+            exc.ramp_retry_error = (f"the bias ramp retry (ramp {ramp:g} ps) could not start "
+                                    f"({type(why).__name__}: {' '.join(str(why).split())})")
+            print(f"{exc.ramp_retry_error}; the fault stands", file=self.log)
+            return False
+        return True
+
+    def _restart_ramp(self, exc: RunFault, src: dict, ramp: float, faults: list) -> None:
+        """_retry_ramp's new attempt: the source's state, a ``ramp`` ps ramp, nothing of the failed attempt."""
         self.init_from(src["init_from"])
         self.source.update(ramp_ps=ramp, ramp_ps_config=src.get("ramp_ps_config", src["ramp_ps"]),
                            ramp_faults=faults + [f"ramp {src['ramp_ps']:g} ps: {str(exc).split(';')[0]}"])
@@ -733,13 +755,27 @@ class Simulation:
         if self.monitor is not None:
             self.monitor = steady.Monitor(self.model, self.cfg["steady"], self._earliest_s(ramp))
         self.model.cfg = self.cfg
+        self.record_scalars(self.host_fields(self.state))
         if self.out is not None:  # the failed attempt's checkpoint (a resume must not return to it) and snapshots
-            (self.out / CHECKPOINT).unlink(missing_ok=True)
+            (self.out / CHECKPOINT).unlink(missing_ok=True)  # last: a retry that fails before leaves them
             for p in (self.out / SNAPSHOTS).glob("step_*.h5"):
                 if p.name != f"step_{0:07d}.h5":
                     p.unlink()
-        self.record_scalars(self.host_fields(self.state))
-        return True
+
+    def _ramp_note(self, exc: RunFault) -> RunFault:
+        """The fault that ends a continued run, its message naming the bias ramp's retries (summary.continuation's
+        ramp_faults) and why a retry did not start (_retry_ramp): a RunFault of the same step and phase, or
+        ``exc`` itself where there is nothing to add."""
+        src = self.source or {}
+        n = len(src.get("ramp_faults", []))
+        notes = [f"after {n} bias ramp retr{'y' if n == 1 else 'ies'} (ramp {src['ramp_ps_config']:g} ps, "
+                 f"now {src['ramp_ps']:g} ps)"] if n else []
+        notes += [exc.ramp_retry_error] if getattr(exc, "ramp_retry_error", None) else []
+        if not notes:
+            return exc
+        err = RunFault("; ".join([str(exc)] + notes))
+        err.step, err.phase = getattr(exc, "step", self.state.step + 1), getattr(exc, "phase", None)
+        return err
 
     def _on_fault_record(self) -> bool:
         return self.out is not None and self.cfg["output"].get("on_fault", "stop") == "record"
@@ -807,7 +843,9 @@ class Simulation:
         ``final`` None): the summary gets ``status = "fault"`` and ``fault``, its steady record has
         no final spreads, and only scalars.csv, timers.csv and run.json are written (the
         checkpoint stays; fields.h5, profiles.csv and quicklook.png left in the folder by an earlier
-        finished run of this configuration are removed: they are not this run's)."""
+        finished run of this configuration are removed: they are not this run's; so are the
+        snapshots of the fault's step and later (write_snapshot's step_NNNNNNN.h5), which this run
+        never reached: an earlier, longer run's or attempt's)."""
         import pandas as pd
 
         st, m = self.state, self.model
@@ -853,6 +891,9 @@ class Simulation:
             if fault is not None:
                 for name in ("fields.h5", "profiles.csv", "quicklook.png"):  # an earlier finished run's (same hash)
                     (self.out / name).unlink(missing_ok=True)
+                for p in (self.out / SNAPSHOTS).glob("step_*.h5"):  # an earlier run's from the fault's step on
+                    if p.stem[5:].isdecimal() and int(p.stem[5:]) >= fault["step"]:
+                        p.unlink()
                 io.write_json(self.out / "run.json", record)
                 return record
             output.write_fields(self.out / "fields.h5", m, host, st.t, st.step,
