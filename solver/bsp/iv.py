@@ -391,10 +391,8 @@ def plot_idvg(curv: pd.DataFrame, iv: dict, path_log, path_lin) -> None:
             ax.set_yscale("log")
             ax.axhline(iv["vth_current_A_per_m"], ls=":", color="gray", lw=0.8)
         _mark_faults(ax, pd.concat(faulted) if faulted else [])
-        x = pd.concat(unresolved).to_numpy(float) if unresolved else np.zeros(0)
-        if len(x):  # on the bottom edge, hollow: a point that ran, unlike a fault's red triangle
-            ax.plot(x, np.zeros_like(x), "v", mfc="none", color="gray", ms=8, clip_on=False, zorder=5,
-                    transform=ax.get_xaxis_transform(), label="Id <= 0 (not resolved)")
+        if unresolved:  # hollow: a point that ran, unlike a fault's red triangle
+            _edge_marks(ax, pd.concat(unresolved), "Id <= 0 (not resolved)", mfc="none", color="gray")
         ax.set(xlabel="$V_G$ (V)", ylabel=r"$I_d$ (A/m = $\mu$A/$\mu$m)",
                title="Id-Vg" + (" (log)" if log else "") + _gates(iv))
         ax.legend(fontsize=8)
@@ -433,10 +431,16 @@ def _mark_faults(ax, x) -> None:
     entry 'fault (no Id)' (nothing without them)."""
     ax.plot([], [], "o", color="gray", label="steady")
     ax.plot([], [], "x", color="gray", label="not steady (time limit)")
+    _edge_marks(ax, x, "fault (no Id)", color="red")
+
+
+def _edge_marks(ax, x, label, **style) -> None:
+    """Triangles at the voltages ``x`` on the bottom edge of the Id axis (points with no place on it), legend
+    entry ``label``; nothing where ``x`` is empty."""
     x = np.asarray(x, float)
     if len(x):
-        ax.plot(x, np.zeros_like(x), "v", color="red", ms=8, clip_on=False, zorder=5,
-                transform=ax.get_xaxis_transform(), label="fault (no Id)")
+        ax.plot(x, np.zeros_like(x), "v", ms=8, clip_on=False, zorder=5, transform=ax.get_xaxis_transform(),
+                label=label, **style)
 
 
 def plot_traces(tr: pd.DataFrame, pts: pd.DataFrame, path) -> None:
