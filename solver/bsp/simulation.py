@@ -774,7 +774,9 @@ class Simulation:
         if not notes:
             return exc
         err = RunFault("; ".join([str(exc)] + notes))
-        err.step, err.phase = getattr(exc, "step", self.state.step + 1), getattr(exc, "phase", None)
+        for key in ("step", "phase"):  # where exc has them (_fault); else _write_fault_record's defaults
+            if hasattr(exc, key):
+                setattr(err, key, getattr(exc, key))
         return err
 
     def _on_fault_record(self) -> bool:
