@@ -416,3 +416,37 @@ def test_iv_points_record_faults_and_accept_exit_3_seeds_do_not(tmp_path):
     assert len(cmds) == 5 and not any("on_fault" in c or "$?" in c for c in cmds)
     r = _iv_dry(tmp_path, ", on_fault: ignore")
     assert r.returncode != 0 and "on_fault" in (r.stdout + r.stderr) and "ignore" in (r.stdout + r.stderr)
+
+
+@needs_snakemake
+def test_iv_folder_puts_a_second_study_beside_the_first(tmp_path):
+    """iv.folder: the points, seeds, logs and tables under results/<machine>/<folder>/ (config/iv_standard.yaml's
+    iv_standard beside config/gpu.yaml's iv); a folder that is not a name starting with iv names the key."""
+    r = _iv_dry(tmp_path, ", folder: iv_std")
+    assert r.returncode == 0, r.stderr[-2000:]
+    out = r.stdout + r.stderr
+    cmds = [ln for ln in out.splitlines() if " -m solver run " in ln]
+    assert len(cmds) == 5 and all("/iv_std/logs/" in c and "/iv_std/runs/" in c for c in cmds), cmds
+    assert "/iv/" not in out.replace("/iv_std/", "")
+    collect = [ln for ln in out.splitlines() if " -m solver bsp iv collect " in ln]
+    assert len(collect) == 1 and "--out results/" in collect[0] and collect[0].split("--out ")[1].split()[0].endswith("/iv_std")
+    for bad in ("../bsp", "bsp"):
+        r = _iv_dry(tmp_path, f", folder: '{bad}'")
+        assert r.returncode != 0 and "folder" in (r.stdout + r.stderr) and bad in (r.stdout + r.stderr)
+
+
+@needs_snakemake
+def test_iv_standard_config_plans_eleven_points_on_the_standard_mesh():
+    """config/iv_standard.yaml: 11 points on 6x65x65x300x48 under iv_standard/, the hybrid rule and 2.5 ps at
+    V_G = -0.2 V, the authors' rule and 0.8 ps above; no other study's job."""
+    r = subprocess.run([sys.executable, "-m", "snakemake", "iv_collect", "-n", "-p", "--forceall", "--cores", "2",
+                        "--configfile", "config/iv_standard.yaml"], cwd=REPO,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    cmds = [ln for ln in (r.stdout + r.stderr).splitlines() if " -m solver run " in ln]
+    assert len(cmds) == 11, cmds
+    for c in cmds:
+        assert "/iv_standard/runs/6x65x65x300x48/cupy_t1/vg" in c and "--set mesh.NX=65" in c and "--set mesh.NW=300" in c
+        low = "/vg-0.200_vds" in c
+        assert ("numerics.contact_rule=hybrid" in c) == low, c
+        assert ("time.t_end_ps=2.5 " in c) == low and ("time.t_end_ps=0.8 " in c) != low, c

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The I-V study (docs/iv.md) on one GPU, in as many device calls as it takes: config/gpu.yaml's iv
-# section (bias points on the coarse mesh 6x33x33x150x24, cupy, each until steady state or t_max).
+# The I-V study (docs/iv.md) on one GPU host, in as many device calls as it takes: config/gpu.yaml's iv
+# section (bias points on the coarse mesh 6x33x33x150x24, cupy, each until steady state or t_max), or with
+# CONFIG=config/iv_standard.yaml the standard-mesh study (results under the config's iv.folder).
 # One call runs Snakemake for at most IV_LIMIT_S seconds (default 540, inside the device's 10-minute
 # command limit), then stops it (SIGINT: running points are killed and marked incomplete), collects
 # the finished points and packs the small files into $OUT.  Call it again on the same (warm) machine
@@ -25,14 +26,17 @@ CONFIG=${CONFIG:-config/gpu.yaml}
 LIMIT=${IV_LIMIT_S:-540}
 t0=$SECONDS
 M=$(bsp_machine)
-D=$IV_RESULTS/$M/iv; mkdir -p "$D"
+# the study's folder (iv.folder: config/iv_standard.yaml's iv_standard) and mesh, from the config
+read -r FOLDER MESH < <(python3 -c "import yaml; c = yaml.safe_load(open('$CONFIG'))['iv']; print(c.get('folder', 'iv'), c['mesh'])")
+D=$IV_RESULTS/$M/$FOLDER; mkdir -p "$D"
 n=$(ls "$IV_RESULTS"/.call_* 2>/dev/null | wc -l); touch "$IV_RESULTS/.call_$n"
 echo "== call $n on $M ($(ls /dev/nvidia[0-9]* 2>/dev/null | wc -l) GPUs, $(nproc) cores): $CONFIG, results in $D, limit ${LIMIT} s"
 if command -v nvidia-smi > /dev/null 2>&1; then
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
   echo "== warm the kernel cache ($((SECONDS-t0)) s)"
+  IFS=x read -r NSB NX NZ NW NPHI <<< "$MESH"  # the kernels are built per mesh (NPHI, rows per block)
   python3 -m solver run config/bsp/dgmosfet.yaml --out /tmp/iv_warm --overwrite --no-resume --backend cupy --no-progress \
-    --set mesh.N_sbn=6 --set mesh.NX=33 --set mesh.NZ=33 --set mesh.NW=150 --set mesh.NPHI=24 \
+    --set mesh.N_sbn="$NSB" --set mesh.NX="$NX" --set mesh.NZ="$NZ" --set mesh.NW="$NW" --set mesh.NPHI="$NPHI" \
     --set time.steps=3 --set time.t_end_ps=null 2>&1 | tail -1
 fi
 # the tables of an earlier call's partial collect (below) are not the rule's: remove them, or Snakemake

@@ -3,9 +3,10 @@
 # One job per bias point (rule iv_point: `python -m solver run` with steady.enabled), so a cluster
 # runs the points in parallel; rule iv_collect (local) writes the curves, figures, the
 # figure-of-merit table and the current-versus-time traces:
-#     results/<machine>/iv/runs/<mesh>/<backend>_t<threads>/<point>/   run.json, scalars.csv, ...
-#     results/<machine>/iv/{points,curves,traces,figures_of_merit}.csv, idvg_log.png, idvg_linear.png,
-#                          idvd.png, traces.png
+#     results/<machine>/<folder>/runs/<mesh>/<backend>_t<threads>/<point>/   run.json, scalars.csv, ...
+#     results/<machine>/<folder>/{points,curves,traces,figures_of_merit}.csv, idvg_log.png, idvg_linear.png,
+#                                idvd.png, traces.png
+# folder = iv.folder (default iv; config/iv_standard.yaml: iv_standard, the standard mesh).
 # point = vg<V_G>_vds<V_DS> (vg<V_G>_vgb<bottom>_vds<V_DS> with iv.bottom_gate_V set).
 # The DAG: with iv.continuation false every point starts fresh (all points side by side); with
 # true each gate voltage is a chain along V_DS (a point starts from the final state of the point
@@ -22,6 +23,8 @@ from solver.bsp import iv as bsp_iv
 IV = section("iv")
 IV_ON = bool(IV) and enabled("iv")  # a config without an iv section (config/gpu_quick.yaml) has no iv study
 IV_MESH = IV.get("mesh", "6x33x33x150x24")
+# results/<machine>/<iv.folder>/: a second study (config/iv_standard.yaml: the standard mesh) beside config/gpu.yaml's
+IV_DIR = IV.get("folder", "iv")
 IV_BACKEND = IV.get("backend", "numpy")
 if IV_BACKEND == "auto":
     IV_BACKEND = "cupy" if USE_GPU else "numba"
@@ -41,11 +44,11 @@ IV_SOURCES = {bsp_iv.point_name(g, d, IV_BOTTOM): bsp_iv.source_name(s, IV_BOTTO
 # seeds (iv.low_vg_seed_ps): short fresh runs that the low-V_G points start from (docs/iv.md §8)
 IV_SEEDS = {bsp_iv.point_name(g, d, IV_BOTTOM): (g, d) for g, d in bsp_iv.seeds(IV)} if IV_ON else {}
 IV_BIAS = {bsp_iv.point_name(g, d, IV_BOTTOM): (g, d) for g, d in bsp_iv.points(IV)} if IV_ON else {}
-_IV_RUN = res("iv", "runs", IV_MESH, IV_VARIANT, "{point}")
+_IV_RUN = res(IV_DIR, "runs", IV_MESH, IV_VARIANT, "{point}")
 
 
 def iv_run(point, name="run.json"):
-    return res("iv", "runs", IV_MESH, IV_VARIANT, point, name)
+    return res(IV_DIR, "runs", IV_MESH, IV_VARIANT, point, name)
 
 
 def _iv_source(wc):
@@ -118,9 +121,9 @@ if IV_ON:
         resources:
             **cluster(gpu=1 if IV_BACKEND == "cupy" else 0, mem_mb=lambda wc: bsp_mem_mb(IV_MESH), runtime=_iv_minutes),
         log:
-            logf("iv", "point_{point}"),
+            logf(IV_DIR, "point_{point}"),
         benchmark:
-            bench("iv", "point_{point}")
+            bench(IV_DIR, "point_{point}")
         shell:
             "OMP_NUM_THREADS={params.nthreads} OPENBLAS_NUM_THREADS={params.nthreads} "
             "NUMBA_NUM_THREADS={params.nthreads} "
@@ -132,8 +135,8 @@ if IV_ON:
         input:
             cfg=IV.get("run_config", "config/bsp/dgmosfet.yaml"),
         output:
-            run=res("iv", "runs", IV_MESH, IV_VARIANT, "seed_{point}", "run.json"),
-            state=res("iv", "runs", IV_MESH, IV_VARIANT, "seed_{point}", "final_state.h5"),
+            run=res(IV_DIR, "runs", IV_MESH, IV_VARIANT, "seed_{point}", "run.json"),
+            state=res(IV_DIR, "runs", IV_MESH, IV_VARIANT, "seed_{point}", "final_state.h5"),
         wildcard_constraints:
             point=r"vg-?[0-9.]+(_vgb-?[0-9.]+)?_vds-?[0-9.]+",
         params:
@@ -145,7 +148,7 @@ if IV_ON:
         resources:
             **cluster(gpu=1 if IV_BACKEND == "cupy" else 0, mem_mb=lambda wc: bsp_mem_mb(IV_MESH), runtime=_iv_minutes),
         log:
-            logf("iv", "seed_{point}"),
+            logf(IV_DIR, "seed_{point}"),
         shell:
             "OMP_NUM_THREADS={params.nthreads} OPENBLAS_NUM_THREADS={params.nthreads} "
             "NUMBA_NUM_THREADS={params.nthreads} "
@@ -161,23 +164,23 @@ if IV_ON:
             runs=[iv_run(p) for p in IV_BIAS],
             scalars=[iv_run(p, "scalars.csv") for p in IV_BIAS],
         output:
-            points=report(res("iv", "points.csv"), **_iv_caption("iv_points")),
-            curves=res("iv", "curves.csv"),
-            traces=res("iv", "traces.csv"),
-            fom=report(res("iv", "figures_of_merit.csv"), **_iv_caption("iv_figures_of_merit")),
-            idvg_log=report(res("iv", "idvg_log.png"), **_iv_caption("iv_idvg")),
-            idvg_lin=report(res("iv", "idvg_linear.png"), **_iv_caption("iv_idvg")),
-            idvd=report(res("iv", "idvd.png"), **_iv_caption("iv_idvd")),
-            traces_fig=report(res("iv", "traces.png"), **_iv_caption("iv_traces")),
+            points=report(res(IV_DIR, "points.csv"), **_iv_caption("iv_points")),
+            curves=res(IV_DIR, "curves.csv"),
+            traces=res(IV_DIR, "traces.csv"),
+            fom=report(res(IV_DIR, "figures_of_merit.csv"), **_iv_caption("iv_figures_of_merit")),
+            idvg_log=report(res(IV_DIR, "idvg_log.png"), **_iv_caption("iv_idvg")),
+            idvg_lin=report(res(IV_DIR, "idvg_linear.png"), **_iv_caption("iv_idvg")),
+            idvd=report(res(IV_DIR, "idvd.png"), **_iv_caption("iv_idvd")),
+            traces_fig=report(res(IV_DIR, "traces.png"), **_iv_caption("iv_traces")),
         params:
             dirs=lambda wc, input: " ".join(shlex.quote(os.path.dirname(r)) for r in input.runs),
             study=json.dumps({k: IV[k] for k in ("vg", "idvg_vds", "idvd_vg", "vds", "vth_current_A_per_m")}
                              | {"bottom_gate_V": IV_BOTTOM}),
-            out=res("iv"),
+            out=res(IV_DIR),
         localrule: True
         log:
-            logf("iv", "collect"),
+            logf(IV_DIR, "collect"),
         shell:
             "{SOLVER} bsp iv collect {params.dirs} --study {params.study:q} --out {params.out:q} > {log:q} 2>&1"
 
-    ALL_TARGETS.append(res("iv", "figures_of_merit.csv"))
+    ALL_TARGETS.append(res(IV_DIR, "figures_of_merit.csv"))

@@ -1,0 +1,48 @@
+"""Remake an I-V study's tables and Id figures from its committed run.json files with the present solver.bsp.iv.
+
+    python3 tools/bsp/iv_refresh.py STUDY_DIR CONFIG
+
+STUDY_DIR is results/<machine>/<iv.folder> (its runs/<mesh>/<variant>/vg*/run.json), CONFIG the workflow config
+whose iv section made it.  Writes points.csv, curves.csv, figures_of_merit.csv, idvg_log.png, idvg_linear.png and
+idvd.png as rule iv_collect does (the same functions), and refresh.json naming this code's commit.  The traces
+(traces.csv, traces.png) need every point's full scalars.csv, which the device does not bring back; they are left
+as they are.  For a study whose collect ran before a change to the figures of merit or the figures (docs/iv.md §19).
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import yaml
+
+from solver import io, provenance
+from solver.bsp import iv
+
+
+def main(study_dir: str, config: str) -> int:
+    d = Path(study_dir)
+    cfg = yaml.safe_load(Path(config).read_text())["iv"]
+    runs = sorted(p.parent for p in d.glob("runs/*/*/vg*/run.json"))
+    if not runs:
+        print(f"no point run.json under {d}/runs", file=sys.stderr)
+        return 2
+    import pandas as pd
+
+    pts = pd.DataFrame([iv.read_point(r) for r in runs]).sort_values(["V_G_top", "V_DS"])
+    curv = iv.curves(pts, cfg)
+    io.write_csv(pts, d / "points.csv")
+    io.write_csv(curv, d / "curves.csv")
+    io.write_csv(iv.figures_of_merit(curv, cfg), d / "figures_of_merit.csv")
+    iv.plot_idvg(curv, cfg, d / "idvg_log.png", d / "idvg_linear.png")
+    iv.plot_idvd(curv, cfg, d / "idvd.png")
+    io.write_json(d / "refresh.json", provenance.collect(None, None, {"tool": "tools/bsp/iv_refresh.py", "config": config,
+                                                                      "runs": [str(r) for r in runs]}))
+    print(f"{len(runs)} points: tables and Id figures remade in {d}")
+    return 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 3:
+        print(__doc__, file=sys.stderr)
+        sys.exit(2)
+    sys.exit(main(*sys.argv[1:]))
