@@ -227,6 +227,103 @@ def test_x_defines(emulated_cuda, bte_cases):
     assert np.array_equal(got, fast)
 
 
+# ------------------------------------------------- WENO_x, tile kernel (docs/performance-bte-kernels.md §19)
+def _tile_pair(bte_cases, rule="reference", **mesh):
+    """(walk model, tile model): fast2 with numerics.wenox_kernel walk (the default) and tile."""
+    extra = ("numerics.bte_kernels=fast2", f"numerics.contact_rule={rule}")
+    return (bte_cases.model(kernels_mode="array", extra=extra, **mesh),
+            bte_cases.model(kernels_mode="array", extra=extra + ("numerics.wenox_kernel=tile",), **mesh))
+
+
+TILE_MESHES = [dict(NX=9, NS=2, NW=20, NPHI=8), dict(NX=10, NS=3, NW=13, NPHI=6), dict(NX=9, NS=1, NW=9, NPHI=4),
+               dict(NX=17, NS=2, NW=11, NPHI=12)]
+
+
+@pytest.mark.parametrize("levels", ["random", "smooth"])
+@pytest.mark.parametrize("rule", ["reference", "hybrid"])
+@pytest.mark.parametrize("mesh", TILE_MESHES)
+def test_emulated_weno_x_tile_equals_walk(emulated_cuda, bte_cases, rng, levels, rule, mesh):
+    """numerics.wenox_kernel tile (bsp_weno_dx_tile: 32 lines x a segment of x in shared memory, one thread per
+    face, then the differences) computes the walk's bits: open contacts (reference rule; hybrid rule with a deficit
+    and an excess) and closed ones; lines not a multiple of 32 (702, 108, 1584 lines; the schema's NX >= 9: segments shorter than the 3-row halo
+    in test_emulated_weno_x_tile_segments); within 1e-12 of NumPy on the left- and the right-biased lines (the walk's checks)."""
+    cw = emulated_cuda.weno
+    mw, mt = _tile_pair(bte_cases, rule, **mesh)
+    assert cw.x_kernel(mw, 1e-6, mesh["NX"])[0] == "bsp_weno_dx"
+    assert cw.x_kernel(mt, 1e-6, mesh["NX"])[0] == "bsp_weno_dx_tile"
+    d = bte_cases.inputs(mw, rng, levels)
+    args = _x_args(d, _deficit_rho(d) if rule == "hybrid" else None)
+    for closed in (False, True):
+        walk = cw.weno_x(mw, NP_BE, d["Phi"], *args, closed=closed)
+        tile, _ = _fast2_x_check(cw, bte_cases, mt, mw, d, args, closed)  # tolerance vs NumPy, repeat-equal
+        assert np.array_equal(tile, walk), (closed, bte_cases.rel(tile, walk))
+    opts = [o for code, o in emulated_cuda.cupy.compiled if f"-DXSEG_={mesh['NX']}" in o]
+    assert opts and all("-DBSP_WENO_FAST2=1" in o and "-DXWARPS=8" in o and "--fmad=false" in o for o in opts)
+
+
+@pytest.mark.parametrize("seg", [4, 2])
+def test_emulated_weno_x_tile_segments(emulated_cuda, bte_cases, rng, monkeypatch, seg):
+    """The tile kernel over x segments (TILE_X_SEG = 4: segments 4, 4, 3 of NX = 11; 2: six segments, shorter than the
+    3-row halo): each block stages its segment with the neighbours' rows and forms its end faces itself; the same
+    bits as the walk (itself segmented here), open and closed, reference and hybrid rule."""
+    cw = emulated_cuda.weno
+    monkeypatch.setattr(cw, "TILE_X_SEG", seg)
+    monkeypatch.setattr(cw, "TARGET_THREADS", 1 << 22)
+    monkeypatch.setattr(cw, "MIN_SEGMENT", 3)
+    mesh = dict(NX=11, NS=1, NW=17, NPHI=6)
+    name, defs = cw.x_kernel(_tile_pair(bte_cases, **mesh)[1], 1e-6, 11)
+    assert name == "bsp_weno_dx_tile" and defs["XSEG_"] == {4: 4, 2: 2}[seg]
+    for rule in ("reference", "hybrid"):
+        mw, mt = _tile_pair(bte_cases, rule, **mesh)
+        d = bte_cases.inputs(mw, rng, "random")
+        args = _x_args(d, _deficit_rho(d) if rule == "hybrid" else None)
+        for closed in (False, True):
+            walk = cw.weno_x(mw, NP_BE, d["Phi"], *args, closed=closed)
+            tile = cw.weno_x(mt, NP_BE, d["Phi"], *args, closed=closed)
+            assert np.array_equal(tile, walk), (rule, closed, bte_cases.rel(tile, walk))
+            assert bte_cases.rel(tile, weno.weno_x(mt, NP_BE, d["Phi"], *args, closed=closed)) <= TOL
+
+
+def test_wenox_kernel_key_reaches_the_launch(emulated_cuda, bte_cases, rng, monkeypatch):
+    """numerics.wenox_kernel: walk is the default; tile builds and launches bsp_weno_dx_tile (-DXSEG_, -DXWARPS,
+    -DXMINB) only with fast2's faces: exact, fast and fast2 below FAST2_MIN_EPS run their walk, the key ignored (the
+    same bits as without it); run.json's record names the tile kernel; an unknown value is refused."""
+    from solver.dispatch import Registry
+    cw = emulated_cuda.weno
+    mesh = dict(NX=9, NS=1, NW=20, NPHI=16)
+    mk = lambda *e: bte_cases.model(extra=e, **mesh)  # noqa: E731
+    assert kernels.wenox_kernel(mk()) == "walk"
+    assert cw.x_kernel(mk(), 1e-6, 9) == ("bsp_weno_dx", {"BSP_WENO_FAST": 1, "BSP_WENO_FAST2": 1})
+    tile = mk("numerics.wenox_kernel=tile")
+    assert cw.x_kernel(tile, 1e-6, 9) == ("bsp_weno_dx_tile", {"BSP_WENO_FAST": 1, "BSP_WENO_FAST2": 1, "XSEG_": 9,
+                                                               "XWARPS": cw.TILE_X_WARPS, "XMINB": cw.TILE_X_MINB})
+    assert cw.x_kernel(tile, 1e-6, 129)[1]["XSEG_"] == 65 and cw.x_kernel(tile, 1e-6, 66)[1]["XSEG_"] == 66
+    assert cw.x_kernel(tile, 1e-31, 9)[0] == "bsp_weno_dx"
+    d = bte_cases.inputs(tile, rng, "random")
+    for variant in ("exact", "fast"):
+        m = mk(f"numerics.bte_kernels={variant}", "numerics.wenox_kernel=tile")
+        assert cw.x_kernel(m, 1e-6, 9) == ("bsp_weno_dx", cw.x_defines(m, 1e-6))
+        n = len(emulated_cuda.cupy.compiled)
+        got = cw.weno_x(m, NP_BE, d["Phi"], *_x_args(d))
+        assert all("-DXSEG_" not in " ".join(o) for _, o in emulated_cuda.cupy.compiled[n:])
+        assert np.array_equal(got, cw.weno_x(mk(f"numerics.bte_kernels={variant}"), NP_BE, d["Phi"], *_x_args(d)))
+    calls = []
+    real = cw._build.function
+    monkeypatch.setattr(cw._build, "function", lambda src, name, *a: calls.append(name) or real(src, name, *a))
+    cw.weno_x(tile, NP_BE, d["Phi"], *_x_args(d))
+    cw.weno_x(mk(), NP_BE, d["Phi"], *_x_args(d))
+    assert calls == ["bsp_weno_dx_tile", "bsp_weno_dx"]
+    monkeypatch.setattr(kernels, "REGISTRY", Registry("bsp", {"cupy": lambda: emulated_cuda.TABLE}))
+    be = type("B", (), {"name": "cupy"})()
+    assert kernels.implementations(tile, be)["WENO_x"] == (
+        "solver.bsp.kernels.cuda.weno.weno_x [numerics.bte_kernels=fast2, numerics.wenox_kernel=tile (bsp_weno_dx_tile)]")
+    assert kernels.implementations(mk(), be)["WENO_x"] == "solver.bsp.kernels.cuda.weno.weno_x [numerics.bte_kernels=fast2]"
+    fast = mk("numerics.bte_kernels=fast", "numerics.wenox_kernel=tile")
+    assert kernels.implementations(fast, be)["WENO_x"] == "solver.bsp.kernels.cuda.weno.weno_x [numerics.bte_kernels=fast]"
+    with pytest.raises(Exception, match="wenox_kernel"):
+        mk("numerics.wenox_kernel=rows")
+
+
 # ---------------------------------------------------------------------------- GPU
 def _dev(cp, d):
     return {k: (cp.asarray(v) if isinstance(v, np.ndarray) else v) for k, v in d.items()}
@@ -318,3 +415,35 @@ def test_gpu_weno_x_fast2_matches_numpy_and_host_build(cupy_backend, emulated_cu
         assert r <= TOL, (closed, r)
         assert np.array_equal(got, again), closed
         assert np.array_equal(got, host), (closed, bte_cases.rel(got, host))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("rule", ["reference", "hybrid"])
+@pytest.mark.parametrize("mesh", [dict(NX=9, NS=2, NW=24, NPHI=48), dict(NX=70, NS=1, NW=12, NPHI=96),
+                                  dict(NX=9, NS=1, NW=7, NPHI=10), dict(NX=129, NS=1, NW=8, NPHI=16)])
+def test_gpu_weno_x_tile_equals_walk(cupy_backend, bte_cases, rng, rule, mesh):
+    """numerics.wenox_kernel tile on the device (bsp_weno_dx_tile; NX = 70 and 129: two x segments per line; 210 lines:
+    not a multiple of 32): the x term equals the walk's (bsp_weno_dx fast2) bit for bit, open (reference or hybrid
+    rule with a deficit) and closed; two calls bitwise equal; within 1e-12 of weno.weno_x on NumPy."""
+    from solver.bsp.kernels.cuda import weno as cw
+    cp = cupy_backend.xp
+    extra = ("numerics.bte_kernels=fast2", f"numerics.contact_rule={rule}")
+    mw = bte_cases.model(kernels_mode="auto", extra=extra, **mesh)
+    mt = bte_cases.model(kernels_mode="auto", extra=extra + ("numerics.wenox_kernel=tile",), **mesh)
+    mr = bte_cases.model(kernels_mode="array", extra=extra, **mesh)
+    assert kernels.lookup(mt, cupy_backend, "WENO_x") is cw.weno_x
+    assert cw.x_kernel(mt, weno._eps(mt), mesh["NX"])[0] == "bsp_weno_dx_tile"
+    h = bte_cases.inputs(mr, rng, "random")
+    args = _x_args(h, _deficit_rho(h) if rule == "hybrid" else None)
+    P, dargs = cp.asarray(h["Phi"]), tuple(cp.asarray(a) for a in args)
+    for closed in (False, True):
+        walk = cp.asnumpy(weno.weno_x(mw, cupy_backend, P, *dargs, closed=closed))
+        tile = cp.asnumpy(weno.weno_x(mt, cupy_backend, P, *dargs, closed=closed))
+        again = cp.asnumpy(weno.weno_x(mt, cupy_backend, P, *dargs, closed=closed))
+        ref = weno.weno_x(mr, NP_BE, h["Phi"], *args, closed=closed)
+        r = bte_cases.rel(tile, ref)
+        print(f"WENO_x tile {rule} closed={closed} {mesh}: equal to walk {np.array_equal(tile, walk)}, "
+              f"max rel diff vs NumPy {r:.3e}")
+        assert np.array_equal(tile, walk), (closed, bte_cases.rel(tile, walk))
+        assert np.array_equal(tile, again), closed
+        assert r <= TOL, (closed, r)

@@ -11,6 +11,8 @@ shared = LDS/STS; spill = LDL/STL.  The division's slow path (a CALL out of the 
 
     python tools/bsp/sass_count.py [--nphi 48] [--rows 16] [--variants fast fast2]
     python tools/bsp/sass_count.py --kernel dx [--variants fast fast2]
+    python tools/bsp/sass_count.py --kernel dx_tile [--xseg 65] [--xwarps 8] [--extra='-DXMINB=6 -DXFPT=1']
+                                   (the tile x kernel bsp_weno_dx_tile, fast2 only, §19: loops load / face / difference)
     python tools/bsp/sass_count.py [--kernel dx] --variants fast2 fast3      (fast3 = fast2 with --fmad=true, §16)
     python tools/bsp/sass_count.py --kernel gain|loss|overlap|rho|rk_dens --variants fast fastc
                                    (fast = their build, --fmad=false; fastc = the same with --fmad=true)
@@ -52,9 +54,13 @@ def nvdisasm() -> str:
     raise SystemExit("nvdisasm not found (pip install nvidia-cuda-nvdisasm)")
 
 
-def sass(variant: str, nphi: int, rows: int, tmp: str, kernel: str = "bsp_wphi_rk") -> tuple[list, str]:
+def sass(variant: str, nphi: int, rows: int, tmp: str, kernel: str = "bsp_wphi_rk", xseg: int = 65, xwarps: int = 8,
+         extra: tuple = ()) -> tuple[list, str]:
     cubin = os.path.join(tmp, f"{variant}.cubin")
-    if kernel == "bsp_wphi_rk":
+    if kernel == "bsp_weno_dx_tile":  # weno.py's tile build of the x kernel (fast2 only; §19)
+        cmd = ["nvcc", "-cubin", "-arch=sm_90", "--fmad=false", "-DBSP_WENO_FAST=1", "-DBSP_WENO_FAST2=1",
+               f"-DXSEG_={xseg}", f"-DXWARPS={xwarps}", "--resource-usage", "-o", cubin, SRC]
+    elif kernel == "bsp_wphi_rk":
         cmd = ["nvcc", "-cubin", "-arch=sm_90", "--fmad=false", "-DBSP_WENO_FAST=1", f"-DNPHI_={nphi}",
                f"-DLROWS={rows}", "--resource-usage", "-o", cubin, SRC]
         if variant in ("fast2", "fast3"):
@@ -67,6 +73,7 @@ def sass(variant: str, nphi: int, rows: int, tmp: str, kernel: str = "bsp_wphi_r
         cmd = ["nvcc", "-cubin", "-arch=sm_90", "--fmad=false", "-DBSP_WENO_FAST=1", "--resource-usage", "-o", cubin, SRC]
         if variant in ("fast2", "fast3"):
             cmd[4:4] = ["-DBSP_WENO_FAST2=1"]
+    cmd[-3:-3] = list(extra)
     if variant in ("fast3", "fastc"):  # fast2 / fast with FMA contraction (numerics.bte_kernels: fast3, §16)
         cmd[cmd.index("--fmad=false")] = "--fmad=true"
     r = subprocess.run(cmd, capture_output=True, text=True, check=True)
@@ -123,6 +130,7 @@ def loops(ins):
         for _, op, _ in best or []:
             counts["total"] += 1
             counts[classify(op)] += 1
+        counts["segment"] = len(seg)  # every instruction between the two barriers (straight-line code: executed once)
         out.append(counts)
     return out
 
@@ -132,20 +140,29 @@ def main():
     ap.add_argument("--nphi", type=int, default=48)
     ap.add_argument("--rows", type=int, default=16)
     ap.add_argument("--variants", nargs="+", default=["fast", "fast2"])
-    ap.add_argument("--kernel", choices=["wphi", "dx", "gain", "loss", "overlap", "rho", "rk_dens"], default="wphi")
+    ap.add_argument("--kernel", choices=["wphi", "dx", "dx_tile", "gain", "loss", "overlap", "rho", "rk_dens"],
+                    default="wphi")
+    ap.add_argument("--xseg", type=int, default=65, help="dx_tile: x nodes per block (-DXSEG_)")
+    ap.add_argument("--xwarps", type=int, default=8, help="dx_tile: warps per block (-DXWARPS)")
+    ap.add_argument("--extra", default="", help="more nvcc options, one string (e.g. --extra='-DXMINB=6 -DXFPT=1')")
     a = ap.parse_args()
-    kernel = {"wphi": "bsp_wphi_rk", "dx": "bsp_weno_dx"}.get(a.kernel, "bsp_" + a.kernel.replace("gain", "scat_gain")
+    if a.kernel == "dx_tile":
+        a.variants = [v for v in a.variants if v in ("fast2", "fast3")] or ["fast2"]
+    kernel = {"wphi": "bsp_wphi_rk", "dx": "bsp_weno_dx", "dx_tile": "bsp_weno_dx_tile"}.get(a.kernel, "bsp_" + a.kernel.replace("gain", "scat_gain")
                                                               .replace("loss", "scat_loss"))
     with tempfile.TemporaryDirectory() as tmp:
         for v in a.variants:
-            ins, usage = sass(v, a.nphi, a.rows, tmp, kernel)
-            where = {"wphi": f"NPHI={a.nphi} LROWS={a.rows}", "dx": "x build"}.get(a.kernel, "standard build")
+            ins, usage = sass(v, a.nphi, a.rows, tmp, kernel, a.xseg, a.xwarps, tuple(a.extra.split()))
+            where = {"wphi": f"NPHI={a.nphi} LROWS={a.rows}", "dx": "x build",
+                     "dx_tile": f"XSEG_={a.xseg} XWARPS={a.xwarps} {a.extra}".strip()}.get(
+                a.kernel, "standard build")
             fp = sum(classify(op) == "fp64" for _, op, _ in ins)
             print(f"## {v} {kernel}: {where}: {len(ins)} SASS instructions in the kernel (FP64 {fp}); {usage}")
-            names = {"wphi": LOOPS, "dx": ("node",)}.get(a.kernel, tuple(f"segment {k}" for k in range(8)))
+            names = {"wphi": LOOPS, "dx": ("node",), "dx_tile": ("load", "face", "difference")}.get(a.kernel, tuple(f"segment {k}" for k in range(8)))
             for name, c in zip(names, loops(ins)):
                 print(f"  {name:10s} loop body: {c['total']:4d} (FP64 {c['fp64']}, uniform {c['uniform']}, "
-                      f"shared {c['shared']}, spill {c['spill']}, other {c['other']})")
+                      f"shared {c['shared']}, spill {c['spill']}, other {c['other']})"
+                      + (f"; {c['segment']} in the phase" if a.kernel == "dx_tile" else ""))
 
 
 if __name__ == "__main__":

@@ -269,6 +269,120 @@ __global__ void bsp_weno_dx(const double* Phi, const double* a1, const unsigned 
 #endif
 }
 
+#if BSP_WENO_FAST2 && defined(XSEG_) && defined(XWARPS)
+/* ------------------------------------------------------------------ x, tile (numerics.wenox_kernel: tile)
+   docs/performance-bte-kernels.md section 19.  block = 32 consecutive lines (one per lane: a row of the tile is
+   256 contiguous bytes of one x plane) x a segment of XSEG_ x nodes i0 .. i0+n-1 (n <= XSEG_, blockIdx = group *
+   nseg + segment), XWARPS warps.  (1) g = a1 Phi of rows i0-3 .. i0+n+2 into shared memory (ghosts as
+   bsp_weno_dx: gx_val, contact_ghost), one row per warp at a time; (2) one thread per face j-1/2, j = i0 .. i0+n:
+   weno2_face12 on g_{j-3} .. g_{j+1} (left-biased) or on the reversed stencil g_{j+2} .. g_{j-2} (right-biased),
+   the stencil read through a signed row stride (no selects), closed contacts' faces -1/2 and NX-1/2 = 0;
+   (3) out_i = (f_{i+1/2} - f_{i-1/2}) * (inv / 12).  The same calls on the same values in the same order as
+   bsp_weno_dx fast2's walk: the same bits.  Shared memory 8 * 32 * (2 XSEG_ + 7) B (XSEG_ <= 66: <= 36 KB). */
+#define XL 32
+#ifndef XFACE_UNROLL
+#if (defined(__CUDACC__) || defined(__CUDACC_RTC__)) && defined(XFPT)
+#define XFACE_UNROLL _Pragma("unroll 1")  /* -DXFPT=1: one face per loop body (the count of section 19) */
+#else
+#define XFACE_UNROLL
+#endif
+#endif
+#define XRPT ((XSEG_ + 6 + XWARPS - 1) / XWARPS)  /* rows loaded per thread at most */
+#ifndef XMINB
+#define XMINB 1  /* -DXMINB=<blocks per SM>: the register budget of that many blocks (counted in section 19) */
+#endif
+__global__ void __launch_bounds__(XL * XWARPS, XMINB)
+bsp_weno_dx_tile(const double* __restrict__ Phi, const double* __restrict__ a1,
+                 const unsigned char* __restrict__ flags, const double* rho_eq0, const double* rho_eqL,
+                 const double* rho0, const double* rhoL, double* __restrict__ out, int NX, int NS, int NW,
+                 int NPHI, int closed, int nseg, double eps, double inv, const double* shape, int hybrid)
+{
+    __shared__ double gs[(XSEG_ + 6) * XL];  /* g of x node i0 - 3 + r at position r (left-biased), XSEG_ + 5 - r */
+    __shared__ double fs[(XSEG_ + 1) * XL];  /* row f = face i0 + f - 1/2, times 12 */
+    int nline = 3 * NS * NW * NPHI;
+    int b = (int)blockIdx.x;
+    int grp = b / nseg;
+    int s = b - grp * nseg;
+    int lane = (int)threadIdx.x & (XL - 1);
+    int w = (int)threadIdx.x / XL;
+    int line = grp * XL + lane;
+    int valid = line < nline;
+    int i0 = s * XSEG_;
+    int n = NX - i0 < XSEG_ ? NX - i0 : XSEG_;
+    const double* P = Phi + line;
+    long long sX = nline;
+    double a = 0.0, gl = 0.0, gr = 0.0;
+    int left = 1;
+    if (valid) {
+        int wp = NW * NPHI;
+        int q = line / wp;        /* nu NS + p */
+        int rem = line - q * wp;  /* l NPHI + m */
+        int nu = q / NS;
+        int ai = nu * wp + rem;   /* (nu NW + l) NPHI + m */
+        a = a1[ai];
+        int fl = flags[ai];
+        left = (fl & 4) != 0;
+        /* the ghosts (as bsp_weno_dx's), formed only by the warps whose rows reach below x = 0 (rows r < 3 - i0:
+           warps w < 3 - i0) or above x = NX - 1 (the thread's last row, w + XWARPS floor((n + 5 - w) / XWARPS), beyond it) */
+        if (w < 3 - i0) {
+            gl = P[0] * a;
+            if (!closed && (fl & 1))
+                gl = contact_ghost(gl, a, rho_eq0[q], rho0[q], hybrid ? shape[nu * NW + rem / NPHI] : 0.0, hybrid);
+        }
+        if (w <= n + 5 && i0 - 3 + w + (n + 5 - w) / XWARPS * XWARPS > NX - 1) {  /* the thread's last row */
+            gr = P[(long long)(NX - 1) * sX] * a;
+            if (!closed && (fl & 2))
+                gr = contact_ghost(gr, a, rho_eqL[q], rhoL[q], hybrid ? shape[nu * NW + rem / NPHI] : 0.0, hybrid);
+        }
+        /* rows i0-3 .. i0+n+2, row r by warp r mod XWARPS: first every load of the thread (row index clamped into
+           0 .. NX-1, so no branch or predicate keeps them apart), then the products into shared memory, a ghost row
+           taking gl or gr */
+        double v[XRPT];
+#pragma unroll
+        for (int t = 0; t < XRPT; ++t) {
+            int k = i0 - 3 + w + t * XWARPS;
+            k = k < 0 ? 0 : (k > NX - 1 ? NX - 1 : k);
+            v[t] = P[k * sX];
+        }
+        /* a right-biased line's column is stored upside down (row r at position XSEG_ + 5 - r): every face reads 5
+           consecutive positions upwards */
+        double* sg = gs + (left ? w : XSEG_ + 5 - w) * XL + lane;
+        int sst = left ? XWARPS * XL : -XWARPS * XL;
+#pragma unroll
+        for (int t = 0; t < XRPT; ++t) {
+            int r6 = w + t * XWARPS;
+            int k = i0 - 3 + r6;
+            if (r6 < n + 6) sg[t * sst] = k < 0 ? gl : (k > NX - 1 ? gr : v[t] * a);
+        }
+    }
+    __syncthreads();
+    if (valid) {
+        /* face f: left-biased rows f .. f+4 (positions f .. f+4), right-biased rows f+5 .. f+1 (positions
+           XSEG_ - f .. XSEG_ - f + 4) */
+        const double* g = gs + (left ? 0 : XSEG_) * XL + lane;
+        int st = left ? XL : -XL;
+        XFACE_UNROLL for (int f = w; f <= n; f += XWARPS) {
+            const double* q = g + f * st;
+            double h = weno2_face12(q[0], q[XL], q[2 * XL], q[3 * XL], q[4 * XL], eps);
+            int j = i0 + f;
+            if (closed && (j == 0 || j == NX)) h = 0.0;
+            fs[f * XL + lane] = h;
+        }
+    }
+    __syncthreads();
+    if (valid) {
+        double c12 = inv / 12.0;
+        double* o = out + line + (long long)i0 * sX;
+        for (int r6 = w; r6 < n; r6 += XWARPS)
+            o[r6 * sX] = (fs[(r6 + 1) * XL + lane] - fs[r6 * XL + lane]) * c12;
+    }
+}
+#undef XL
+#undef XFACE_UNROLL
+#undef XMINB
+#undef XRPT
+#endif
+
 /* ------------------------------------------------------------------ w
    thread = (segment, line (i, nu, p, m)); a2 = a1 (-deps_dx); ghost g_{-k}(m) = a2(k-1, m)
    Phi(k-1, m + NPHI/2); constant extension above; top face 0; bottom face (h(m) - h(m'))/2. */

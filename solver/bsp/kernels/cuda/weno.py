@@ -3,7 +3,8 @@ the arguments of the array functions of solver/bsp/weno.py and return the same r
 with ``numerics.bte_kernels: exact``, within a few ulps with ``fast`` (FMAs and one division per
 face; WENO_phi by the coalesced tile kernel) (measurements: docs/performance-bte-kernels.md).  With ``fast2``
 WENO_x takes the fast2 faces (``x_defines``: one reciprocal per face, within 1e-12 of the array code, not
-bit-equal to fast); WENO_w and WENO_phi run fast's (fast2's w and phi faces are in rk.py's fused kernel).
+bit-equal to fast), by the walk (bsp_weno_dx) or with ``numerics.wenox_kernel: tile`` by the shared-memory tile
+kernel bsp_weno_dx_tile (``x_kernel``; the same bits, docs/performance-bte-kernels.md section 19); WENO_w and WENO_phi run fast's (fast2's w and phi faces are in rk.py's fused kernel).
 
 One launch per call, one thread per line segment along the differentiated direction.  The thread
 keeps the six flux products g of the stencil in registers (a sliding window), forms each face once
@@ -26,7 +27,7 @@ import numpy as np
 import cupy as cp
 
 from solver.bsp import weno as _weno
-from solver.bsp.kernels import bte_fast, bte_variant, f64
+from solver.bsp.kernels import bte_fast, bte_variant, f64, wenox_kernel
 from solver.bsp.kernels.cuda import _build
 
 SOURCE = "weno.cu"
@@ -39,6 +40,12 @@ MIN_SEGMENT = 8  # nodes per segment at least (the boundary face is formed twice
 TILE_BLOCK = 256  # threads per block of the coalesced phi kernel
 TILE = 1536  # values per phi tile (LINES = TILE // NPHI whole lines): 3 x 12 KB of shared memory
 MAX_TILE = 2040  # 3 x 8 x MAX_TILE B + 12 B per line <= 48 KB (static shared memory); longer: strided kernel
+# numerics.wenox_kernel tile (bsp_weno_dx_tile, fast2 only; docs/performance-bte-kernels.md section 19): a block of
+# TILE_X_WARPS warps over 32 lines x at most TILE_X_SEG x nodes (shared memory 8 x 32 x (2 seg + 7) B <= 36 KB), built
+# with __launch_bounds__(256, TILE_X_MINB): 40 registers, 6 blocks = 48 warps per SM
+TILE_X_WARPS = 8
+TILE_X_SEG = 66
+TILE_X_MINB = 6
 # fast2's faces divide by s >= eps^4 (x, w faces) and s+ s- >= 100 eps^8 (phi pair): below this WENO eps, fast's faces
 FAST2_MIN_EPS = 1e-30
 
@@ -105,11 +112,31 @@ def x_into(model, backend, P, r, out, eps=None):
     hybrid = not closed and _weno.contact_rule(model) == "hybrid"
     shape = _inflow_shape(model) if hybrid else _dummy()
     nline = NV * NS * NW * NPHI
+    tail = (np.float64(eps), np.float64(1.0 / model.dx), shape, np.int32(hybrid))
+    head = (P, a1, flags) + r + (out, np.int32(NX), np.int32(NS), np.int32(NW), np.int32(NPHI),
+                                 np.int32(1 if closed else 0))
+    name, defines = x_kernel(model, eps, NX)
+    if name == "bsp_weno_dx_tile":
+        seg = defines["XSEG_"]
+        nseg = -(-NX // seg)
+        block = 32 * TILE_X_WARPS
+        _build.launch(_build.function(SOURCE, name, OPTIONS, defines), -(-nline // 32) * nseg * block, block,
+                      head + (np.int32(nseg),) + tail)
+        return
     seg, nseg = _segments(nline, NX)
-    fn = _build.function(SOURCE, "bsp_weno_dx", OPTIONS, x_defines(model, eps))
-    _build.launch(fn, nline * nseg, BLOCK, (P, a1, flags) + r + (
-        out, np.int32(NX), np.int32(NS), np.int32(NW), np.int32(NPHI), np.int32(1 if closed else 0),
-        np.int32(seg), np.int32(nseg), np.float64(eps), np.float64(1.0 / model.dx), shape, np.int32(hybrid)))
+    _build.launch(_build.function(SOURCE, name, OPTIONS, defines), nline * nseg, BLOCK,
+                  head + (np.int32(seg), np.int32(nseg)) + tail)
+
+
+def x_kernel(model, eps, NX):
+    """(kernel name, -D defines) of WENO_x: bsp_weno_dx with x_defines, or with numerics.wenox_kernel tile and the
+    fast2 faces bsp_weno_dx_tile, x_defines plus XSEG_ (x nodes per block: NX in ceil(NX / TILE_X_SEG) near-equal
+    segments), XWARPS and XMINB."""
+    defines = x_defines(model, eps)
+    if wenox_kernel(model) != "tile" or not fast2(model, eps):
+        return "bsp_weno_dx", defines
+    nseg = -(-NX // TILE_X_SEG)
+    return "bsp_weno_dx_tile", {**defines, "XSEG_": -(-NX // nseg), "XWARPS": TILE_X_WARPS, "XMINB": TILE_X_MINB}
 
 
 def _inflow_shape(model):
