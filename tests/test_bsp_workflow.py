@@ -409,6 +409,7 @@ def test_iv_points_record_faults_and_accept_exit_3_seeds_do_not(tmp_path):
     assert len(points) == 4 and len(seeds) == 1, cmds
     for c in points:
         assert "--set output.on_fault=record" in c and c.endswith("2>&1 || [ $? -eq 3 ]"), c
+        assert "--gpu" not in c  # smoke: numpy
     assert "on_fault" not in seeds[0] and "$?" not in seeds[0] and seeds[0].endswith("2>&1")
     r = _iv_dry(tmp_path, ", on_fault: stop")
     assert r.returncode == 0, r.stderr[-2000:]
@@ -449,4 +450,5 @@ def test_iv_standard_config_plans_eleven_points_on_the_standard_mesh():
         assert "/iv_standard/runs/6x65x65x300x48/cupy_t1/vg" in c and "--set mesh.NX=65" in c and "--set mesh.NW=300" in c
         low = "/vg-0.200_vds" in c
         assert ("numerics.contact_rule=hybrid" in c) == low, c
+        assert ("--gpu exclusive " in c) == low and ("--gpu auto " in c) != low, c  # iv.long_points_gpu: exclusive
         assert ("time.t_end_ps=2.5 " in c) == low and ("time.t_end_ps=0.8 " in c) != low, c

@@ -112,6 +112,15 @@ def t_max_ps(iv: dict, vg: float) -> float:
     return float(st["t_max_ps"])
 
 
+def gpu_mode(iv: dict, vg: float) -> str:
+    """``solver run --gpu`` of a point (solver/gpuslot.py): ``exclusive`` (a GPU of its own on a host with several)
+    for a point with the longer time limit (``steady.t_max_low_vg``) under ``iv.long_points_gpu: exclusive``,
+    else ``auto`` (shared).  The long points then do not share a GPU with the short ones, which on a host with more
+    GPUs than long points ends the study when its longest point ends (docs/iv.md section 20)."""
+    long = t_max_ps(iv, vg) > float(iv["steady"]["t_max_ps"])
+    return "exclusive" if long and iv.get("long_points_gpu", "shared") == "exclusive" else "auto"
+
+
 def low_vg_sets(iv: dict, vg: float) -> list[str]:
     """``iv.low_vg_set.set`` for a run (point or seed) at V_G <= its ``vg_max``, else nothing: e.g.
     ``numerics.contact_rule=hybrid`` below threshold, where the authors' contact rule lets a contact mode

@@ -31,7 +31,8 @@ if IV_BACKEND == "auto":
 IV_THREADS = 1 if IV_BACKEND == "cupy" else int(IV.get("threads", 1))
 # on a host with several GPUs the points spread over them (solver/gpuslot.py; a scheduler's
 # CUDA_VISIBLE_DEVICES wins)
-IV_GPU = "--gpu auto " if IV_BACKEND == "cupy" else ""
+IV_CUPY = IV_BACKEND == "cupy"
+IV_GPU = "--gpu auto " if IV_CUPY else ""  # the seeds (short)
 IV_VARIANT = f"{IV_BACKEND}_t{IV_THREADS}"
 # iv.on_fault record: a faulted point's run records the fault and exits 3, which its job accepts (any other
 # non-zero code fails it); iv_collect marks the point (solver.bsp.iv.fault_set_shell / fault_ok_shell; in the
@@ -64,6 +65,11 @@ def _iv_sets_list(point):
     if s is not None:
         sets.append(f"continuation.init_from={os.path.dirname(iv_run(s))}")
     return sets
+
+
+def _iv_gpu(wc):
+    """--gpu of a point: shared (auto), or exclusive for the long points with iv.long_points_gpu exclusive."""
+    return f"--gpu {bsp_iv.gpu_mode(IV, IV_BIAS[wc.point][0])} " if IV_CUPY else ""
 
 
 def _iv_sets(wc):
@@ -115,6 +121,7 @@ if IV_ON:
         params:
             out=lambda wc, output: os.path.dirname(output.run),
             sets=_iv_sets,
+            gpu=_iv_gpu,
             backend=IV_BACKEND,
             nthreads=IV_THREADS,
         threads: IV_THREADS
@@ -128,7 +135,7 @@ if IV_ON:
             "OMP_NUM_THREADS={params.nthreads} OPENBLAS_NUM_THREADS={params.nthreads} "
             "NUMBA_NUM_THREADS={params.nthreads} "
             "{SOLVER} run {input.cfg:q} --out {params.out:q} --backend {params.backend} --threads {params.nthreads} "
-            "{IV_GPU}--no-progress {params.sets}{IV_FAULT_SET} > {log:q} 2>&1{IV_FAULT_OK}"
+            "{params.gpu}--no-progress {params.sets}{IV_FAULT_SET} > {log:q} 2>&1{IV_FAULT_OK}"
 
     rule iv_seed:
         """A short fresh run (iv.low_vg_seed_ps) that the points below iv.low_vg_from start from."""
