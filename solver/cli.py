@@ -53,10 +53,11 @@ def build_parser(argv=None) -> argparse.ArgumentParser:
     words = [] if argv is None else command_words(argv)
     p = Parser(prog="python -m solver", description=__doc__.splitlines()[0])
     p.add_argument("--version", action="version", version=f"solver {__import__('solver').__version__}")
-    p.add_argument("--gpu", dest="top_gpu", type=gpu_option, metavar="auto|exclusive[:K]|slice|N",
+    p.add_argument("--gpu", dest="top_gpu", type=gpu_option, metavar="auto|exclusive[:K]|own|slice|N",
                    help="GPU of a host with several, for any command (before it): N; 'auto' = shared, the GPU "
                         "with the fewest 'auto' runs; 'exclusive' = a GPU with no other run (waits for one; "
-                        "'exclusive:K': K of them); 'slice' = exclusive, and the process pinned to that GPU's "
+                        "'exclusive:K': K of them); 'own' = marked as exclusive but without waiting for the "
+                        "'auto' runs already on it; 'slice' = exclusive, and the process pinned to that GPU's "
                         "share of the CPUs; a scheduler's CUDA_VISIBLE_DEVICES wins (solver/gpuslot.py)")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     info = sub.add_parser("info", help="print the machine tag, backends and provenance of this machine")

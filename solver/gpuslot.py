@@ -13,6 +13,10 @@ process would open GPU 0.  SPEC:
                  no new ``auto`` run goes there) and waits until the ``auto`` runs still on it have
                  ended; where every GPU is marked, it waits.  ``exclusive:K`` takes K GPUs at once
                  (``rgf scaling-run`` with K workers); CUDA_VISIBLE_DEVICES lists them.
+``own``          a GPU to itself from now on, without waiting (a long I-V point, ``iv.long_points_gpu``): the GPU
+                 with the fewest ``auto`` runs among those no ``exclusive``, ``slice`` or ``own`` process holds;
+                 marked as ``exclusive`` marks it (no new ``auto`` run goes there), but granted at once, while
+                 the ``auto`` runs already there go on to their end; where every GPU is marked, it waits.
 ``slice``        a slice of the host (config ``host_slices``, docs/workflow.md): a GPU as with
                  ``exclusive``, and the process pinned (CPU affinity) to that GPU's share of its
                  CPUs: GPU i of n takes the i-th n-th of them, in the order of sockets and cores, SMT
@@ -98,12 +102,13 @@ def _labels(gpus) -> list[str]:
     return [str(g) for g in (range(gpus) if isinstance(gpus, int) else gpus)]
 
 
-def _locked_attempt(gpus, k: int, exclusive: bool, registry: str, pid: int):
+def _locked_attempt(gpus, k: int, exclusive: bool, registry: str, pid: int, wait_auto: bool = True):
     """One attempt under the registry's lock.  Drops dead entries and this process's own, counts
     the others on the candidate GPUs ``gpus`` (labels, in order of preference on ties), and
     registers this process: returns (GPUs taken, granted).  Exclusive: the k GPUs marked (granted
-    once no auto run is left on them) or ([], False) where fewer than k are free of other
-    exclusive processes.  Auto: ([gpu], True), or ([], False) where every GPU is exclusive."""
+    once no auto run is left on them, or at once without ``wait_auto``: mode own) or ([], False) where fewer
+    than k are free of other exclusive processes.  Auto: ([gpu], True), or ([], False) where every GPU is
+    exclusive."""
     import fcntl
 
     os.makedirs(registry, exist_ok=True)
@@ -138,7 +143,7 @@ def _locked_attempt(gpus, k: int, exclusive: bool, registry: str, pid: int):
             take.sort(key=order.get)
             for g in take:
                 open(os.path.join(registry, _entry(g, pid, True)), "w").close()
-            return take, all(shared[g] == 0 for g in take)
+            return take, not wait_auto or all(shared[g] == 0 for g in take)
         if not free:
             return [], False
         gpu = min(free, key=lambda g: (shared[g], order[g]))
@@ -147,11 +152,13 @@ def _locked_attempt(gpus, k: int, exclusive: bool, registry: str, pid: int):
 
 
 def claim(gpus, registry: str | None = None, pid: int | None = None, exclusive: bool = False,
-          k: int = 1, poll: float | None = None, timeout: float | None = None, log=None) -> list[str]:
+          k: int = 1, poll: float | None = None, timeout: float | None = None, log=None,
+          wait_auto: bool = True) -> list[str]:
     """Register ``pid`` (default: this process) on GPUs among ``gpus`` (a count: GPUs 0..n-1, or a
     list of CUDA_VISIBLE_DEVICES entries; see the module's doc) and return their labels, waiting (a
     poll every ``poll`` seconds) until they are granted.  ``timeout`` (seconds, None = no limit):
-    TimeoutError after it, the process's entries removed."""
+    TimeoutError after it, the process's entries removed.  ``exclusive`` without ``wait_auto``: mode
+    own (marked, granted without waiting for the auto runs on it)."""
     gpus = _labels(gpus)
     registry = registry or registry_dir()
     pid = os.getpid() if pid is None else pid
@@ -163,7 +170,7 @@ def claim(gpus, registry: str | None = None, pid: int | None = None, exclusive: 
     t0 = time.monotonic()
     said = False
     while True:
-        got, granted = _locked_attempt(gpus, k, exclusive, registry, pid)
+        got, granted = _locked_attempt(gpus, k, exclusive, registry, pid, wait_auto)
         if granted:
             return got
         if timeout is not None and time.monotonic() - t0 > timeout:
@@ -190,9 +197,9 @@ def release(registry: str | None = None, pid: int | None = None) -> None:
 
 
 def parse_spec(spec: str) -> tuple[str, int]:
-    """('pin', N), ('auto', 1), ('exclusive', K) or ('slice', 1) of a --gpu value (checked by
+    """('pin', N), ('auto', 1), ('exclusive', K), ('own', 1) or ('slice', 1) of a --gpu value (checked by
     gpu_option)."""
-    if spec in ("auto", "slice"):
+    if spec in ("auto", "slice", "own"):
         return spec, 1
     if spec == "exclusive":
         return "exclusive", 1
@@ -210,7 +217,7 @@ def _visible_list() -> list[str] | None:
 
 
 def select(spec: str | None) -> str | None:
-    """Apply ``--gpu`` (None, 'auto', 'exclusive[:K]' or an index >= 0): set CUDA_VISIBLE_DEVICES
+    """Apply ``--gpu`` (None, 'auto', 'exclusive[:K]', 'own', 'slice' or an index >= 0): set CUDA_VISIBLE_DEVICES
     (and SOLVER_GPU_SLOT) and return the value set, or None where nothing was set.  Call it before
     CUDA starts; it may wait (see the module's doc).  Where CUDA_VISIBLE_DEVICES is set, auto and
     exclusive choose among its entries (a scheduler's or the user's list), and leave it alone where
@@ -232,7 +239,7 @@ def select(spec: str | None) -> str | None:
     if n <= 1 and k <= 1:
         return None
     t0 = time.monotonic()
-    gpus = claim(candidates, exclusive=mode != "auto", k=k, log=sys.stderr)
+    gpus = claim(candidates, exclusive=mode != "auto", k=k, log=sys.stderr, wait_auto=mode != "own")
     os.environ[ENV] = ",".join(gpus)
     rec = {"mode": mode, "gpus": os.environ[ENV], "host_gpus": n, "wait_s": round(time.monotonic() - t0, 3)}
     if given is not None:
@@ -293,16 +300,16 @@ def slot_record() -> dict | None:
 
 
 def gpu_option(text: str) -> str:
-    """argparse type of ``--gpu``: 'auto', 'exclusive', 'exclusive:K' (K >= 1), 'slice' or an
+    """argparse type of ``--gpu``: 'auto', 'exclusive', 'exclusive:K' (K >= 1), 'own', 'slice' or an
     integer >= 0, with a one-line error otherwise."""
     import argparse
 
-    if text in ("auto", "exclusive", "slice") or (text.isdigit() and int(text) >= 0):
+    if text in ("auto", "exclusive", "own", "slice") or (text.isdigit() and int(text) >= 0):
         return text
     if text.startswith("exclusive:") and text[10:].isdigit() and int(text[10:]) >= 1:
         return text
     raise argparse.ArgumentTypeError(
-        f"--gpu must be 'auto', 'exclusive', 'exclusive:K' (K >= 1), 'slice' or a GPU index >= 0, got {text!r}")
+        f"--gpu must be 'auto', 'exclusive', 'exclusive:K' (K >= 1), 'own', 'slice' or a GPU index >= 0, got {text!r}")
 
 
 def visible_gpus() -> int:

@@ -183,13 +183,13 @@ def test_subthreshold_points_get_the_longer_time_limit():
 
 
 def test_long_points_take_a_gpu_of_their_own_only_when_asked():
-    """iv.long_points_gpu: exclusive gives the points with the longer time limit --gpu exclusive, the others auto;
+    """iv.long_points_gpu: own gives the points with the longer time limit --gpu own, the others auto;
     shared (the default) or no longer limit: auto everywhere."""
     long = {**STUDY, "steady": {**STUDY["steady"], "t_max_low_vg": {"vg_max": -0.2, "t_max_ps": 2.5}}}
-    ex = {**long, "long_points_gpu": "exclusive"}
-    assert {g: iv.gpu_mode(ex, g) for g in (-0.3, -0.2, 0.0)} == {-0.3: "exclusive", -0.2: "exclusive", 0.0: "auto"}
+    ex = {**long, "long_points_gpu": "own"}
+    assert {g: iv.gpu_mode(ex, g) for g in (-0.3, -0.2, 0.0)} == {-0.3: "own", -0.2: "own", 0.0: "auto"}
     assert {iv.gpu_mode(long, g) for g in (-0.3, 0.0)} == {"auto"}
-    assert {iv.gpu_mode({**STUDY, "long_points_gpu": "exclusive"}, g) for g in (-0.3, 0.0)} == {"auto"}
+    assert {iv.gpu_mode({**STUDY, "long_points_gpu": "own"}, g) for g in (-0.3, 0.0)} == {"auto"}
 
 
 def test_low_vg_set_applies_below_vg_max_to_points_and_seeds():

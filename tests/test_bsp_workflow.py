@@ -450,5 +450,5 @@ def test_iv_standard_config_plans_eleven_points_on_the_standard_mesh():
         assert "/iv_standard/runs/6x65x65x300x48/cupy_t1/vg" in c and "--set mesh.NX=65" in c and "--set mesh.NW=300" in c
         low = "/vg-0.200_vds" in c
         assert ("numerics.contact_rule=hybrid" in c) == low, c
-        assert ("--gpu exclusive " in c) == low and ("--gpu auto " in c) != low, c  # iv.long_points_gpu: exclusive
+        assert ("--gpu own " in c) == low and ("--gpu auto " in c) != low, c  # iv.long_points_gpu: own
         assert ("time.t_end_ps=2.5 " in c) == low and ("time.t_end_ps=0.8 " in c) != low, c

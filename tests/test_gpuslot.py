@@ -133,11 +133,14 @@ def test_select(monkeypatch, tmp_path):
     assert gpuslot.select("exclusive") is None and "CUDA_VISIBLE_DEVICES" not in os.environ
     calls = []
     monkeypatch.setattr(gpuslot, "host_gpus", lambda: 4)
-    monkeypatch.setattr(gpuslot, "claim", lambda gpus, exclusive, k, log: calls.append((gpus, exclusive, k)) or ["3"])
+    monkeypatch.setattr(gpuslot, "claim", lambda gpus, exclusive, k, log, wait_auto:
+                        calls.append((gpus, exclusive, k, wait_auto)) or ["3"])
     assert gpuslot.select("auto") == "3" and os.environ["CUDA_VISIBLE_DEVICES"] == "3"
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
     assert gpuslot.select("exclusive:2") == "3"
-    assert calls == [(4, False, 1), (4, True, 2)]
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    assert gpuslot.select("own") == "3" and json.loads(os.environ["SOLVER_GPU_SLOT"])["mode"] == "own"
+    assert calls == [(4, False, 1, True), (4, True, 2, True), (4, True, 1, False)]
 
 
 def test_cpu_share_keeps_cores_and_sockets_together():
@@ -173,7 +176,8 @@ def test_slice_takes_a_gpu_of_its_own_and_its_share_of_the_cpus(monkeypatch, tmp
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(16)))
     monkeypatch.setattr(os, "sched_setaffinity", lambda pid, cpus: pinned.append(sorted(cpus)))
     monkeypatch.setattr(gpuslot, "cpu_topology", lambda c: (0, c))
-    monkeypatch.setattr(gpuslot, "claim", lambda gpus, exclusive, k, log: calls.append((gpus, exclusive, k)) or ["2"])
+    monkeypatch.setattr(gpuslot, "claim", lambda gpus, exclusive, k, log, wait_auto:
+                        calls.append((gpus, exclusive, k)) or ["2"])
     assert gpuslot.select("slice") == "2"
     assert calls == [(["0", "1", "2", "3"], True, 1)]  # exclusive, like --gpu exclusive
     assert pinned == [[8, 9, 10, 11]]  # GPU 2 of 4: the third quarter of the CPUs
@@ -269,7 +273,7 @@ def test_bad_gpu_value_is_one_line(tmp_path):
     r = subprocess.run([sys.executable, "-m", "solver", "run", "--out", str(tmp_path / "o"), "--gpu", "first"],
                        capture_output=True, text=True)
     assert r.returncode != 0
-    assert "--gpu must be 'auto', 'exclusive', 'exclusive:K' (K >= 1), 'slice' or a GPU index >= 0, got 'first'" \
+    assert "--gpu must be 'auto', 'exclusive', 'exclusive:K' (K >= 1), 'own', 'slice' or a GPU index >= 0, got 'first'" \
         in r.stderr
     assert "Traceback" not in r.stderr
     r = subprocess.run([sys.executable, "-m", "solver", "--gpu", "exclusive:0", "info"], capture_output=True, text=True)
@@ -301,3 +305,24 @@ def test_a_zombie_holds_no_gpu():
     assert gpuslot._alive(os.getpid())
     p.wait()
     assert not gpuslot._alive(p.pid)
+
+
+def test_own_marks_its_gpu_without_waiting_for_its_shared_runs(tmp_path, sleepers):
+    """--gpu own (iv.long_points_gpu): the GPU with the fewest shared runs among those not marked, granted at once
+    with shared runs still on it; no new shared run goes there; a second own takes another GPU; where every GPU
+    is marked it waits."""
+    reg = str(tmp_path / "reg")
+    a, b, c, o1, o2, d = sleepers[:6]
+    assert [gpuslot.claim(2, reg, p) for p in (a, b, c)] == [["0"], ["1"], ["0"]]
+    assert gpuslot.claim(2, reg, o1, exclusive=True, wait_auto=False, poll=0.01, timeout=0.5) == ["1"]
+    assert f"{b}.a.1" in _entries(reg) and f"{o1}.x.1" in _entries(reg)  # b goes on beside it
+    assert gpuslot.claim(2, reg, d) == ["0"]  # GPU 1 is marked
+    assert gpuslot.claim(2, reg, o2, exclusive=True, wait_auto=False, poll=0.01, timeout=0.5) == ["0"]
+    third = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        with pytest.raises(TimeoutError):  # both marked: a third own waits
+            gpuslot.claim(2, reg, third.pid, exclusive=True, wait_auto=False, poll=0.01, timeout=0.1)
+    finally:
+        third.kill()
+        third.wait()
+    assert gpuslot.parse_spec("own") == ("own", 1) and gpuslot.gpu_option("own") == "own"

@@ -26,9 +26,10 @@ def register(sub, words=()) -> None:
                    help="override a config value, e.g. --set mesh.NX=33 (repeatable)")
     p.add_argument("--backend", choices=["numpy", "numba", "cupy", "auto"], help="shortcut for numerics.backend")
     p.add_argument("--threads", type=int_option(1), help="shortcut for numerics.threads (numba backend)")
-    p.add_argument("--gpu", type=gpu_option, metavar="auto|exclusive[:K]|slice|N",
+    p.add_argument("--gpu", type=gpu_option, metavar="auto|exclusive[:K]|own|slice|N",
                    help="GPU of a host with several: N; 'auto' = shared, the one with the fewest runs started with "
-                        "--gpu auto; 'exclusive' = one with no other run, waiting for it (timings); 'slice' = "
+                        "--gpu auto; 'exclusive' = one with no other run, waiting for it (timings); 'own' = "
+                        "no new auto run goes to it, without waiting for those there (iv.long_points_gpu); 'slice' = "
                         "exclusive, pinned to that GPU's share of the CPUs; "
                         "solver/gpuslot.py; placement only, not part of the configuration")
     p.add_argument("--no-resume", action="store_true", help="ignore an existing checkpoint in --out")

@@ -113,12 +113,13 @@ def t_max_ps(iv: dict, vg: float) -> float:
 
 
 def gpu_mode(iv: dict, vg: float) -> str:
-    """``solver run --gpu`` of a point (solver/gpuslot.py): ``exclusive`` (a GPU of its own on a host with several)
-    for a point with the longer time limit (``steady.t_max_low_vg``) under ``iv.long_points_gpu: exclusive``,
-    else ``auto`` (shared).  The long points then do not share a GPU with the short ones, which on a host with more
-    GPUs than long points ends the study when its longest point ends (docs/iv.md section 20)."""
+    """``solver run --gpu`` of a point (solver/gpuslot.py): ``own`` (a GPU that no new shared run goes to, taken
+    without waiting for the runs already on it) for a point with the longer time limit (``steady.t_max_low_vg``)
+    under ``iv.long_points_gpu: own``, else ``auto`` (shared).  The long points then do not share a GPU with
+    the short ones for longer than the first short runs there last, which on a host with more GPUs than long
+    points ends the study when its longest point ends (docs/iv.md section 20)."""
     long = t_max_ps(iv, vg) > float(iv["steady"]["t_max_ps"])
-    return "exclusive" if long and iv.get("long_points_gpu", "shared") == "exclusive" else "auto"
+    return "own" if long and iv.get("long_points_gpu", "shared") == "own" else "auto"
 
 
 def low_vg_sets(iv: dict, vg: float) -> list[str]:
