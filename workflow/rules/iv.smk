@@ -68,7 +68,7 @@ def _iv_sets_list(point):
 
 
 def _iv_gpu(wc):
-    """--gpu of a point: shared (auto), or exclusive for the long points with iv.long_points_gpu exclusive."""
+    """--gpu of a point: auto (shared), or own for the long points with iv.long_points_gpu own (bsp_iv.gpu_mode)."""
     return f"--gpu {bsp_iv.gpu_mode(IV, IV_BIAS[wc.point][0])} " if IV_CUPY else ""
 
 
