@@ -168,6 +168,32 @@ def test_run_sets_load():
     assert cfg["bias"]["V_G_top"] == 0.4 and cfg["bias"]["V_G_bottom"] == 0.0
 
 
+def test_run_sets_pass_hold_windows_only_when_set():
+    """iv.steady.hold_windows reaches the runs as steady.hold_windows; absent, it is not passed, so
+    the points' overrides (Snakemake's params) and their configuration hashes stay as they were."""
+    sets = iv.run_sets(STUDY, 0.3, 0.2)
+    assert not any(x.startswith("steady.hold_windows") for x in sets)
+    assert "hold_windows" not in load(None, sets)["steady"]
+    held = iv.run_sets({**STUDY, "steady": {**STUDY["steady"], "hold_windows": 1}}, 0.3, 0.2)
+    assert [x for x in held if x not in sets] == ["steady.hold_windows=1.0"]
+    assert load(None, held)["steady"]["hold_windows"] == 1.0
+    assert "steady.hold_windows=0.0" in iv.run_sets({**STUDY, "steady": {**STUDY["steady"], "hold_windows": 0}}, 0.3, 0.2)
+
+
+def test_workflow_schema_hold_windows():
+    from pathlib import Path
+
+    from solver.config import ConfigError, load_schema, validate
+
+    schema = load_schema(Path(__file__).parents[1] / "workflow/schemas/config.schema.yaml")["properties"]["iv"]
+    study = {**STUDY, "mesh": "6x33x33x150x24"}
+    assert "hold_windows" not in validate(study, schema, "iv")["steady"]
+    assert validate({**study, "steady": {**STUDY["steady"], "hold_windows": 0.5}}, schema, "iv")["steady"]["hold_windows"] == 0.5
+    with pytest.raises(ConfigError, match=r"^iv key 'steady.hold_windows': -1 is less than the minimum of 0") as e:
+        validate({**study, "steady": {**STUDY["steady"], "hold_windows": -1}}, schema, "iv")
+    assert "\n" not in str(e.value)
+
+
 # ------------------------------------------------------------------------------ physics
 def _run(*extra, out=None):
     sim = Simulation(load(None, TINY + list(extra)), get_backend("numpy"), out, progress=False)

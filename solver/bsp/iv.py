@@ -144,7 +144,8 @@ def run_sets(iv: dict, vg: float, vds: float) -> list[str]:
     configuration hash leaves it out too)."""
     st = iv["steady"]
     return low_vg_sets(iv, vg) + _bias_sets(iv, vg, vds) + ["steady.enabled=true", f"steady.window_ps={_num(st['window_ps'])}",
-                   f"steady.rtol={_num(st['rtol'])}", f"steady.conservation_tol={_num(st['conservation_tol'])}",
+                   f"steady.rtol={_num(st['rtol'])}", f"steady.conservation_tol={_num(st['conservation_tol'])}"] + (
+        [f"steady.hold_windows={_num(st['hold_windows'])}"] if st.get("hold_windows") is not None else []) + [
                    f"time.t_end_ps={_num(t_max_ps(iv, vg))}", "time.steps=null", "continuation.save_final_state=true"] + (
         [f"continuation.ramp_ps={_num(iv['ramp_ps'])}"] if iv.get("ramp_ps") else [])
 

@@ -25,6 +25,13 @@ Relative quantities are taken against max(|<j>|, current_floor_A_per_m), so a ru
 bias ramp (continuation.ramp_ps) is not tested before ramp_ps + window_ps: a window that holds
 part of the ramp can look settled.  The monitor's state is checkpointed (``save``, ``load``), so a
 resumed run stops at the step of the uninterrupted one.
+
+``hold_windows`` (h >= 0; absent or 0: the first check that passes stops the run) guards against a
+plateau: a current that rests for a window just after the start-up oscillation and then moves on a
+slower scale passes both tests once (docs/iv.md §1, §20).  With h > 0 steady state is declared at
+the first check at which both tests have passed at every check since a time at least h windows
+earlier; a failed check restarts the count.  The start of the passing run (``passing_since``) is
+checkpointed with the window, and ``record`` gives it and the first passing check of the run.
 """
 from __future__ import annotations
 
@@ -54,6 +61,10 @@ class Monitor:
         self.floor = cfg_steady["current_floor_A_per_m"]
         self.dx_m = model.dx * s.Lx
         self.earliest_s = earliest_s
+        self.hold_windows = float(cfg_steady.get("hold_windows") or 0.0)  # absent: 0
+        self.hold_s = self.hold_windows * self.window_s
+        self.passing_since_s = None  # the first check of the present run of passing checks (None: the last failed)
+        self.first_pass_s = None  # the first passing check of the run
         self.hist: deque[tuple[float, float, np.ndarray]] = deque()  # (t_s, <j> A/m, N_s(x) m^-2)
         self.next_check_s = -np.inf
         self.reached = False
@@ -73,7 +84,14 @@ class Monitor:
             return False  # less than one window of history, checked a moment ago, or still ramping
         self.next_check_s = t_s + self.window_s / CHECKS_PER_WINDOW * (1 - 1e-9)
         self.last = self.residuals()
-        if self.last["drift"] < self.rtol and self.last["charging"] < self.ctol:
+        if not (self.last["drift"] < self.rtol and self.last["charging"] < self.ctol):
+            self.passing_since_s = None  # a failed check restarts the hold
+            return self.reached
+        if self.passing_since_s is None:
+            self.passing_since_s = t_s
+        if self.first_pass_s is None:
+            self.first_pass_s = t_s
+        if t_s - self.passing_since_s >= self.hold_s * (1 - 1e-9):  # hold 0: at once
             self.reached = True
             self.t_reached_s, self.step_reached = t_s, step
         return self.reached
@@ -85,6 +103,8 @@ class Monitor:
         group.create_dataset("Ns_m2", data=np.array([h[2] for h in self.hist]))
         group.attrs["next_check_s"] = self.next_check_s
         group.attrs["last"] = json.dumps(self.last)
+        group.attrs["passing_since_s"] = np.nan if self.passing_since_s is None else self.passing_since_s
+        group.attrs["first_pass_s"] = np.nan if self.first_pass_s is None else self.first_pass_s
 
     def load(self, group) -> None:
         """Restore the state written by ``save`` (a checkpoint is written only before the stop)."""
@@ -92,6 +112,10 @@ class Monitor:
                               (float(v) for v in group["current_A_per_m"][...]), group["Ns_m2"][...]))
         self.next_check_s = float(group.attrs["next_check_s"])
         self.last = json.loads(group.attrs["last"])
+        # a checkpoint from before hold_windows has neither: it was written before any check passed
+        # (there the first passing check was the stop)
+        self.passing_since_s, self.first_pass_s = (
+            _or_none(group.attrs.get(k, np.nan)) for k in ("passing_since_s", "first_pass_s"))
 
     def residuals(self) -> dict:
         t = np.array([h[0] for h in self.hist])
@@ -111,7 +135,18 @@ class Monitor:
         return {"enabled": True, "reached": self.reached,
                 "t_reached_ps": None if self.t_reached_s is None else self.t_reached_s * 1e12,
                 "step_reached": self.step_reached, "rtol": self.rtol, "conservation_tol": self.ctol,
-                "window_ps": self.window_s * 1e12, **self.last}
+                "window_ps": self.window_s * 1e12, "hold_windows": self.hold_windows,
+                "t_first_pass_ps": _ps(self.first_pass_s), "t_passing_since_ps": _ps(self.passing_since_s),
+                **self.last}
+
+
+def _or_none(v):
+    v = float(v)
+    return None if np.isnan(v) else v
+
+
+def _ps(t_s):
+    return None if t_s is None else t_s * 1e12
 
 
 def _time_mean(t, y, a, b) -> float:
