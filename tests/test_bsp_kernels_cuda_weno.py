@@ -259,20 +259,22 @@ def test_emulated_weno_x_tile_equals_walk(emulated_cuda, bte_cases, rng, levels,
         assert np.array_equal(tile, walk), (closed, bte_cases.rel(tile, walk))
     opts = [o for code, o in emulated_cuda.cupy.compiled if f"-DXSEG_={mesh['NX']}" in o]
     assert opts and all("-DBSP_WENO_FAST2=1" in o and "-DXWARPS=8" in o and "--fmad=false" in o for o in opts)
+    sizes = (f"-DXNX={mesh['NX']}", f"-DXNS={mesh['NS']}", f"-DXNW={mesh['NW']}", f"-DXNPHI={mesh['NPHI']}")
+    assert any(all(x in o for x in sizes) for o in opts)  # this mesh's compile-time sizes (section 20)
 
 
-@pytest.mark.parametrize("seg", [4, 2])
-def test_emulated_weno_x_tile_segments(emulated_cuda, bte_cases, rng, monkeypatch, seg):
+@pytest.mark.parametrize("seg,NX", [(4, 11), (2, 11), (12, 23)])
+def test_emulated_weno_x_tile_segments(emulated_cuda, bte_cases, rng, monkeypatch, seg, NX):
     """The tile kernel over x segments (TILE_X_SEG = 4: segments 4, 4, 3 of NX = 11; 2: six segments, shorter than the
-    3-row halo): each block stages its segment with the neighbours' rows and forms its end faces itself; the same
+    3-row halo; 12: 12 + 11 of NX = 23, the compile-time row classes of section 20 with a shorter last segment): each block stages its segment with the neighbours' rows and forms its end faces itself; the same
     bits as the walk (itself segmented here), open and closed, reference and hybrid rule."""
     cw = emulated_cuda.weno
     monkeypatch.setattr(cw, "TILE_X_SEG", seg)
     monkeypatch.setattr(cw, "TARGET_THREADS", 1 << 22)
     monkeypatch.setattr(cw, "MIN_SEGMENT", 3)
-    mesh = dict(NX=11, NS=1, NW=17, NPHI=6)
-    name, defs = cw.x_kernel(_tile_pair(bte_cases, **mesh)[1], 1e-6, 11)
-    assert name == "bsp_weno_dx_tile" and defs["XSEG_"] == {4: 4, 2: 2}[seg]
+    mesh = dict(NX=NX, NS=1, NW=17, NPHI=6)  # NX 23 in 12 + 11: the fine mesh's two unequal segments (section 20)
+    name, defs = cw.x_kernel(_tile_pair(bte_cases, **mesh)[1], 1e-6, NX)
+    assert name == "bsp_weno_dx_tile" and defs["XSEG_"] == seg and defs["XNX"] == NX
     for rule in ("reference", "hybrid"):
         mw, mt = _tile_pair(bte_cases, rule, **mesh)
         d = bte_cases.inputs(mw, rng, "random")
@@ -296,7 +298,11 @@ def test_wenox_kernel_key_reaches_the_launch(emulated_cuda, bte_cases, rng, monk
     assert cw.x_kernel(mk(), 1e-6, 9) == ("bsp_weno_dx", {"BSP_WENO_FAST": 1, "BSP_WENO_FAST2": 1})
     tile = mk("numerics.wenox_kernel=tile")
     assert cw.x_kernel(tile, 1e-6, 9) == ("bsp_weno_dx_tile", {"BSP_WENO_FAST": 1, "BSP_WENO_FAST2": 1, "XSEG_": 9,
-                                                               "XWARPS": cw.TILE_X_WARPS, "XMINB": cw.TILE_X_MINB})
+                                                               "XWARPS": cw.TILE_X_WARPS, "XMINB": cw.TILE_X_MINB,
+                                                               "XNX": 9, "XNS": 1, "XNW": 20, "XNPHI": 16})
+    assert cw.x_kernel(tile, 1e-6, 9, 2, 5, 4)[1] | {"XNS": 1, "XNW": 20, "XNPHI": 16} == cw.x_kernel(tile, 1e-6, 9)[1]
+    assert {k: cw.x_kernel(tile, 1e-6, 9, 2, 5, 4)[1][k] for k in ("XNS", "XNW", "XNPHI")} == {"XNS": 2, "XNW": 5,
+                                                                                               "XNPHI": 4}
     assert cw.x_kernel(tile, 1e-6, 129)[1]["XSEG_"] == 65 and cw.x_kernel(tile, 1e-6, 66)[1]["XSEG_"] == 66
     assert cw.x_kernel(tile, 1e-31, 9)[0] == "bsp_weno_dx"
     d = bte_cases.inputs(tile, rng, "random")

@@ -11,8 +11,10 @@ shared = LDS/STS; spill = LDL/STL.  The division's slow path (a CALL out of the 
 
     python tools/bsp/sass_count.py [--nphi 48] [--rows 16] [--variants fast fast2]
     python tools/bsp/sass_count.py --kernel dx [--variants fast fast2]
-    python tools/bsp/sass_count.py --kernel dx_tile [--xseg 65] [--xwarps 8] [--extra='-DXMINB=6 -DXFPT=1']
-                                   (the tile x kernel bsp_weno_dx_tile, fast2 only, §19: loops load / face / difference)
+    python tools/bsp/sass_count.py --kernel dx_tile [--xseg 65] [--xwarps 8] [--mesh 65,6,300,48]
+                                   [--extra='-DXMINB=6 -DXFPT=1 -DXROWS_GENERIC']
+                                   (the tile x kernel bsp_weno_dx_tile, fast2 only, §19-20: loops load / face / difference;
+                                   --mesh NX,NS,NW,NPHI: its compile-time sizes, §20)
     python tools/bsp/sass_count.py [--kernel dx] --variants fast2 fast3      (fast3 = fast2 with --fmad=true, §16)
     python tools/bsp/sass_count.py --kernel gain|loss|overlap|rho|rk_dens --variants fast fastc
                                    (fast = their build, --fmad=false; fastc = the same with --fmad=true)
@@ -55,11 +57,13 @@ def nvdisasm() -> str:
 
 
 def sass(variant: str, nphi: int, rows: int, tmp: str, kernel: str = "bsp_wphi_rk", xseg: int = 65, xwarps: int = 8,
-         extra: tuple = ()) -> tuple[list, str]:
+         extra: tuple = (), mesh: tuple = (65, 6, 300, 48)) -> tuple[list, str]:
     cubin = os.path.join(tmp, f"{variant}.cubin")
     if kernel == "bsp_weno_dx_tile":  # weno.py's tile build of the x kernel (fast2 only; §19)
+        nx, ns, nw, nphi = mesh
         cmd = ["nvcc", "-cubin", "-arch=sm_90", "--fmad=false", "-DBSP_WENO_FAST=1", "-DBSP_WENO_FAST2=1",
-               f"-DXSEG_={xseg}", f"-DXWARPS={xwarps}", "--resource-usage", "-o", cubin, SRC]
+               f"-DXSEG_={xseg}", f"-DXWARPS={xwarps}", f"-DXNX={nx}", f"-DXNS={ns}", f"-DXNW={nw}", f"-DXNPHI={nphi}",
+               "--resource-usage", "-o", cubin, SRC]
     elif kernel == "bsp_wphi_rk":
         cmd = ["nvcc", "-cubin", "-arch=sm_90", "--fmad=false", "-DBSP_WENO_FAST=1", f"-DNPHI_={nphi}",
                f"-DLROWS={rows}", "--resource-usage", "-o", cubin, SRC]
@@ -144,6 +148,8 @@ def main():
                     default="wphi")
     ap.add_argument("--xseg", type=int, default=65, help="dx_tile: x nodes per block (-DXSEG_)")
     ap.add_argument("--xwarps", type=int, default=8, help="dx_tile: warps per block (-DXWARPS)")
+    ap.add_argument("--mesh", default="65,6,300,48", help="dx_tile: NX,NS,NW,NPHI (-DXNX -DXNS -DXNW -DXNPHI, §20); "
+                    "fine 129,6,600,96 (with --xseg 65)")
     ap.add_argument("--extra", default="", help="more nvcc options, one string (e.g. --extra='-DXMINB=6 -DXFPT=1')")
     a = ap.parse_args()
     if a.kernel == "dx_tile":
@@ -152,9 +158,10 @@ def main():
                                                               .replace("loss", "scat_loss"))
     with tempfile.TemporaryDirectory() as tmp:
         for v in a.variants:
-            ins, usage = sass(v, a.nphi, a.rows, tmp, kernel, a.xseg, a.xwarps, tuple(a.extra.split()))
+            ins, usage = sass(v, a.nphi, a.rows, tmp, kernel, a.xseg, a.xwarps, tuple(a.extra.split()),
+                              tuple(int(x) for x in a.mesh.split(",")))
             where = {"wphi": f"NPHI={a.nphi} LROWS={a.rows}", "dx": "x build",
-                     "dx_tile": f"XSEG_={a.xseg} XWARPS={a.xwarps} {a.extra}".strip()}.get(
+                     "dx_tile": f"mesh {a.mesh} XSEG_={a.xseg} XWARPS={a.xwarps} {a.extra}".strip()}.get(
                 a.kernel, "standard build")
             fp = sum(classify(op) == "fp64" for _, op, _ in ins)
             print(f"## {v} {kernel}: {where}: {len(ins)} SASS instructions in the kernel (FP64 {fp}); {usage}")

@@ -269,16 +269,20 @@ __global__ void bsp_weno_dx(const double* Phi, const double* a1, const unsigned 
 #endif
 }
 
-#if BSP_WENO_FAST2 && defined(XSEG_) && defined(XWARPS)
+#if BSP_WENO_FAST2 && defined(XSEG_) && defined(XWARPS) && defined(XNX) && defined(XNS) && defined(XNW) && defined(XNPHI)
 /* ------------------------------------------------------------------ x, tile (numerics.wenox_kernel: tile)
-   docs/performance-bte-kernels.md section 19.  block = 32 consecutive lines (one per lane: a row of the tile is
+   docs/performance-bte-kernels.md sections 19-20.  block = 32 consecutive lines (one per lane: a row of the tile is
    256 contiguous bytes of one x plane) x a segment of XSEG_ x nodes i0 .. i0+n-1 (n <= XSEG_, blockIdx = group *
    nseg + segment), XWARPS warps.  (1) g = a1 Phi of rows i0-3 .. i0+n+2 into shared memory (ghosts as
-   bsp_weno_dx: gx_val, contact_ghost), one row per warp at a time; (2) one thread per face j-1/2, j = i0 .. i0+n:
+   bsp_weno_dx: contact_ghost), one row per warp at a time; (2) one thread per face j-1/2, j = i0 .. i0+n:
    weno2_face12 on g_{j-3} .. g_{j+1} (left-biased) or on the reversed stencil g_{j+2} .. g_{j-2} (right-biased),
    the stencil read through a signed row stride (no selects), closed contacts' faces -1/2 and NX-1/2 = 0;
    (3) out_i = (f_{i+1/2} - f_{i-1/2}) * (inv / 12).  The same calls on the same values in the same order as
-   bsp_weno_dx fast2's walk: the same bits.  Shared memory 8 * 32 * (2 XSEG_ + 7) B (XSEG_ <= 66: <= 36 KB). */
+   bsp_weno_dx fast2's walk: the same bits.  Shared memory 8 * 32 * (2 XSEG_ + 7) B (XSEG_ <= 66: <= 36 KB).
+   The mesh sizes are compile-time (-DXNX -DXNS -DXNW -DXNPHI, section 20; the arguments NX .. NPHI, nseg are not
+   read): the line indices by constant divisions, the row stride a constant, and each staged row classified at
+   compile time: only a row that can lie below x = 0 (XROW_LO) or above x = NX - 1 (XROW_HI) in some block is
+   clamped and takes a ghost, only a row that some block does not stage (XROW_ALL false) is predicated. */
 #define XL 32
 #ifndef XFACE_UNROLL
 #if (defined(__CUDACC__) || defined(__CUDACC_RTC__)) && defined(XFPT)
@@ -291,6 +295,18 @@ __global__ void bsp_weno_dx(const double* Phi, const double* a1, const unsigned 
 #ifndef XMINB
 #define XMINB 1  /* -DXMINB=<blocks per SM>: the register budget of that many blocks (counted in section 19) */
 #endif
+#define XNSEG ((XNX + XSEG_ - 1) / XSEG_)                /* segments per line */
+#define XNLINE (3 * XNS * XNW * XNPHI)                    /* lines = the x stride */
+#define XNLAST (XNX - (XNSEG - 1) * XSEG_)               /* nodes of the last (shortest) segment */
+#ifdef XROWS_GENERIC  /* every row clamped, ghost-selected and predicated (section 20's count of the trims) */
+#define XROW_LO(t) 1
+#define XROW_HI(t) 1
+#define XROW_ALL(t) 0
+#else
+#define XROW_LO(t) ((t) * XWARPS < 3)  /* row t of warp w: x node i0 - 3 + w + t XWARPS; below 0 only if i0 = 0 */
+#define XROW_HI(t) ((XNSEG - 1) * XSEG_ - 4 + XWARPS + (t) * XWARPS > XNX - 1)  /* last segment, w = XWARPS-1 */
+#define XROW_ALL(t) ((t) * XWARPS + XWARPS - 1 < XNLAST + 6)  /* staged by every warp of every block */
+#endif
 __global__ void __launch_bounds__(XL * XWARPS, XMINB)
 bsp_weno_dx_tile(const double* __restrict__ Phi, const double* __restrict__ a1,
                  const unsigned char* __restrict__ flags, const double* rho_eq0, const double* rho_eqL,
@@ -299,25 +315,25 @@ bsp_weno_dx_tile(const double* __restrict__ Phi, const double* __restrict__ a1,
 {
     __shared__ double gs[(XSEG_ + 6) * XL];  /* g of x node i0 - 3 + r at position r (left-biased), XSEG_ + 5 - r */
     __shared__ double fs[(XSEG_ + 1) * XL];  /* row f = face i0 + f - 1/2, times 12 */
-    int nline = 3 * NS * NW * NPHI;
+    (void)NX; (void)NS; (void)NW; (void)NPHI; (void)nseg;
+    const long long sX = XNLINE;
     int b = (int)blockIdx.x;
-    int grp = b / nseg;
-    int s = b - grp * nseg;
+    int grp = b / XNSEG;
+    int s = b - grp * XNSEG;
     int lane = (int)threadIdx.x & (XL - 1);
     int w = (int)threadIdx.x / XL;
     int line = grp * XL + lane;
-    int valid = line < nline;
+    const bool valid = XNLINE % XL == 0 || line < XNLINE;
     int i0 = s * XSEG_;
-    int n = NX - i0 < XSEG_ ? NX - i0 : XSEG_;
+    int n = XNX - i0 < XSEG_ ? XNX - i0 : XSEG_;
     const double* P = Phi + line;
-    long long sX = nline;
     double a = 0.0, gl = 0.0, gr = 0.0;
     int left = 1;
     if (valid) {
-        int wp = NW * NPHI;
+        const int wp = XNW * XNPHI;
         int q = line / wp;        /* nu NS + p */
         int rem = line - q * wp;  /* l NPHI + m */
-        int nu = q / NS;
+        int nu = q / XNS;
         int ai = nu * wp + rem;   /* (nu NW + l) NPHI + m */
         a = a1[ai];
         int fl = flags[ai];
@@ -327,22 +343,27 @@ bsp_weno_dx_tile(const double* __restrict__ Phi, const double* __restrict__ a1,
         if (w < 3 - i0) {
             gl = P[0] * a;
             if (!closed && (fl & 1))
-                gl = contact_ghost(gl, a, rho_eq0[q], rho0[q], hybrid ? shape[nu * NW + rem / NPHI] : 0.0, hybrid);
+                gl = contact_ghost(gl, a, rho_eq0[q], rho0[q], hybrid ? shape[nu * XNW + rem / XNPHI] : 0.0, hybrid);
         }
-        if (w <= n + 5 && i0 - 3 + w + (n + 5 - w) / XWARPS * XWARPS > NX - 1) {  /* the thread's last row */
-            gr = P[(long long)(NX - 1) * sX] * a;
+        if (w <= n + 5 && i0 - 3 + w + (n + 5 - w) / XWARPS * XWARPS > XNX - 1) {  /* the thread's last row */
+            gr = P[(long long)(XNX - 1) * sX] * a;
             if (!closed && (fl & 2))
-                gr = contact_ghost(gr, a, rho_eqL[q], rhoL[q], hybrid ? shape[nu * NW + rem / NPHI] : 0.0, hybrid);
+                gr = contact_ghost(gr, a, rho_eqL[q], rhoL[q], hybrid ? shape[nu * XNW + rem / XNPHI] : 0.0, hybrid);
         }
-        /* rows i0-3 .. i0+n+2, row r by warp r mod XWARPS: first every load of the thread (row index clamped into
-           0 .. NX-1, so no branch or predicate keeps them apart), then the products into shared memory, a ghost row
-           taking gl or gr */
+        /* rows i0-3 .. i0+n+2, row r by warp r mod XWARPS: first every load of the thread (a row that can lie outside
+           0 .. NX-1 clamped into it, so no branch or predicate keeps them apart; the others at a constant stride),
+           then the products into shared memory, a row that can be a ghost taking gl or gr */
+        const long long o0 = (long long)(i0 - 3 + w) * sX;
         double v[XRPT];
 #pragma unroll
         for (int t = 0; t < XRPT; ++t) {
-            int k = i0 - 3 + w + t * XWARPS;
-            k = k < 0 ? 0 : (k > NX - 1 ? NX - 1 : k);
-            v[t] = P[k * sX];
+            if (XROW_LO(t) || XROW_HI(t)) {
+                int k = i0 - 3 + w + t * XWARPS;
+                k = k < 0 ? 0 : (k > XNX - 1 ? XNX - 1 : k);
+                v[t] = P[k * sX];
+            } else {
+                v[t] = P[o0 + t * XWARPS * sX];
+            }
         }
         /* a right-biased line's column is stored upside down (row r at position XSEG_ + 5 - r): every face reads 5
            consecutive positions upwards */
@@ -352,7 +373,10 @@ bsp_weno_dx_tile(const double* __restrict__ Phi, const double* __restrict__ a1,
         for (int t = 0; t < XRPT; ++t) {
             int r6 = w + t * XWARPS;
             int k = i0 - 3 + r6;
-            if (r6 < n + 6) sg[t * sst] = k < 0 ? gl : (k > NX - 1 ? gr : v[t] * a);
+            double gv = v[t] * a;
+            if (XROW_LO(t) && k < 0) gv = gl;
+            if (XROW_HI(t) && k > XNX - 1) gv = gr;
+            if (XROW_ALL(t) || r6 < n + 6) sg[t * sst] = gv;
         }
     }
     __syncthreads();
@@ -365,7 +389,7 @@ bsp_weno_dx_tile(const double* __restrict__ Phi, const double* __restrict__ a1,
             const double* q = g + f * st;
             double h = weno2_face12(q[0], q[XL], q[2 * XL], q[3 * XL], q[4 * XL], eps);
             int j = i0 + f;
-            if (closed && (j == 0 || j == NX)) h = 0.0;
+            if (closed && (j == 0 || j == XNX)) h = 0.0;
             fs[f * XL + lane] = h;
         }
     }
@@ -381,6 +405,12 @@ bsp_weno_dx_tile(const double* __restrict__ Phi, const double* __restrict__ a1,
 #undef XFACE_UNROLL
 #undef XMINB
 #undef XRPT
+#undef XNSEG
+#undef XNLINE
+#undef XNLAST
+#undef XROW_LO
+#undef XROW_HI
+#undef XROW_ALL
 #endif
 
 /* ------------------------------------------------------------------ w

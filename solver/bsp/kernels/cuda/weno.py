@@ -115,7 +115,7 @@ def x_into(model, backend, P, r, out, eps=None):
     tail = (np.float64(eps), np.float64(1.0 / model.dx), shape, np.int32(hybrid))
     head = (P, a1, flags) + r + (out, np.int32(NX), np.int32(NS), np.int32(NW), np.int32(NPHI),
                                  np.int32(1 if closed else 0))
-    name, defines = x_kernel(model, eps, NX)
+    name, defines = x_kernel(model, eps, NX, NS, NW, NPHI)
     if name == "bsp_weno_dx_tile":
         seg = defines["XSEG_"]
         nseg = -(-NX // seg)
@@ -128,15 +128,19 @@ def x_into(model, backend, P, r, out, eps=None):
                   head + (np.int32(seg), np.int32(nseg)) + tail)
 
 
-def x_kernel(model, eps, NX):
+def x_kernel(model, eps, NX, NS=None, NW=None, NPHI=None):
     """(kernel name, -D defines) of WENO_x: bsp_weno_dx with x_defines, or with numerics.wenox_kernel tile and the
     fast2 faces bsp_weno_dx_tile, x_defines plus XSEG_ (x nodes per block: NX in ceil(NX / TILE_X_SEG) near-equal
-    segments), XWARPS and XMINB."""
+    segments), XWARPS, XMINB and the mesh sizes XNX, XNS, XNW, XNPHI (compile-time in the tile kernel,
+    docs/performance-bte-kernels.md section 20; NS, NW, NPHI default to the model's: one build per mesh)."""
     defines = x_defines(model, eps)
     if wenox_kernel(model) != "tile" or not fast2(model, eps):
         return "bsp_weno_dx", defines
+    _, _, ns, nw, nphi = model.shape
     nseg = -(-NX // TILE_X_SEG)
-    return "bsp_weno_dx_tile", {**defines, "XSEG_": -(-NX // nseg), "XWARPS": TILE_X_WARPS, "XMINB": TILE_X_MINB}
+    return "bsp_weno_dx_tile", {**defines, "XSEG_": -(-NX // nseg), "XWARPS": TILE_X_WARPS, "XMINB": TILE_X_MINB,
+                                "XNX": NX, "XNS": ns if NS is None else NS, "XNW": nw if NW is None else NW,
+                                "XNPHI": nphi if NPHI is None else NPHI}
 
 
 def _inflow_shape(model):
