@@ -612,6 +612,7 @@ NCU_UNITS = {"nsecond": 1.0, "usecond": 1e3, "msecond": 1e6, "second": 1e9, "byt
 # (tests/test_bsp_profile_ncu.py checks)
 NCU_KERNELS = {
     "bsp_weno_dx": ("BTE", "WENO_x", "cuda_WENO_X", 4),
+    "bsp_weno_dx_tile": ("BTE", "WENO_x", "cuda_WENO_X", 4),  # numerics.wenox_kernel: tile (the same x term)
     "bsp_weno_dw": ("BTE", "WENO_w", "cuda_WENO_W", 3),
     "bsp_weno_dphi": ("BTE", "WENO_phi", "cuda_WENO_PHI", 2),
     "bsp_weno_dphi_tile": ("BTE", "WENO_phi", "cuda_WENO_PHI", 2),
