@@ -7,11 +7,30 @@
 # (docs/iv.md §18).  The campaign resumes in the next call as iv_device.sh does; the racecheck runs once
 # (a marker in scratch/iv).  Files: iv_device.sh's, plus racecheck.log (pytest) and sanitizer_racecheck.log.
 #   usage (repository root): SOLVER_SOURCE_COMMIT=<commit> IV_LIMIT_S=540 bash tools/bsp/iv_racecheck_device.sh
+# SIDE=<command> runs that command on the last GPU instead of the racecheck (once: a marker in scratch/iv), with
+# $OUT set to a folder of its own that comes back packed as side.tgz, its output in side.log; e.g.
+#   SIDE="bash tools/bsp/wenox_tile_device.sh" CONFIG=config/iv_standard.yaml SOLVER_SOURCE_COMMIT=... \
+#     bash tools/bsp/iv_racecheck_device.sh        (the standard I-V study on GPUs 0..n-2, the tile A/B on n-1)
 PY=python3 BSP_OUT_DEFAULT=/tmp/iv_out BSP_COMMIT=require; . "$(dirname "$0")/_preamble.sh"  # set -u, env, OUT
 NGPU=$(ls /dev/nvidia[0-9]* 2>/dev/null | wc -l)
 mkdir -p scratch/iv
 pid=
-if [ "$NGPU" -ge 2 ] && [ ! -f scratch/iv/.racecheck_done ]; then
+SIDE=${SIDE:-}
+if [ "$NGPU" -ge 2 ] && [ -n "$SIDE" ] && [ ! -f scratch/iv/.side_done ]; then
+  (
+    export CUDA_VISIBLE_DEVICES=$((NGPU - 1))
+    t0=$SECONDS
+    mkdir -p "$OUT/side"
+    OUT="$OUT/side" bash -c "$SIDE" 2>&1
+    echo "side rc=$? $((SECONDS - t0)) s: $SIDE"
+    touch scratch/iv/.side_done
+  ) > "$OUT/side.log" 2>&1 &
+  pid=$!
+  CUDA_VISIBLE_DEVICES=$(seq -s, 0 $((NGPU - 2))) bash tools/bsp/iv_device.sh
+  wait "$pid"; pid=
+  tar czf "$OUT/side.tgz" -C "$OUT" side && rm -rf "$OUT/side"
+  tail -30 "$OUT/side.log"
+elif [ "$NGPU" -ge 2 ] && [ -z "$SIDE" ] && [ ! -f scratch/iv/.racecheck_done ]; then
   last=$((NGPU - 1))
   (
     export CUDA_VISIBLE_DEVICES=$last
