@@ -279,8 +279,7 @@ __global__ void bsp_weno_dx(const double* Phi, const double* a1, const unsigned 
    the stencil read through a signed row stride (no selects), closed contacts' faces -1/2 and NX-1/2 = 0;
    (3) out_i = (f_{i+1/2} - f_{i-1/2}) * (inv / 12).  The same calls on the same values in the same order as
    bsp_weno_dx fast2's walk: the same bits.  Shared memory 8 * 32 * (2 XSEG_ + 7) B (XSEG_ <= 66: <= 36 KB).
-   The mesh sizes are compile-time (-DXNX -DXNS -DXNW -DXNPHI, section 20; the arguments NX .. NPHI, nseg are not
-   read): the line indices by constant divisions, the row stride a constant, and each staged row classified at
+   The mesh sizes are compile-time (-DXNX -DXNS -DXNW -DXNPHI, section 20; no size arguments): the line indices by constant divisions, the row stride a constant, and each staged row classified at
    compile time: only a row that can lie below x = 0 (XROW_LO) or above x = NX - 1 (XROW_HI) in some block is
    clamped and takes a ghost, only a row that some block does not stage (XROW_ALL false) is predicated. */
 #define XL 32
@@ -310,12 +309,11 @@ __global__ void bsp_weno_dx(const double* Phi, const double* a1, const unsigned 
 __global__ void __launch_bounds__(XL * XWARPS, XMINB)
 bsp_weno_dx_tile(const double* __restrict__ Phi, const double* __restrict__ a1,
                  const unsigned char* __restrict__ flags, const double* rho_eq0, const double* rho_eqL,
-                 const double* rho0, const double* rhoL, double* __restrict__ out, int NX, int NS, int NW,
-                 int NPHI, int closed, int nseg, double eps, double inv, const double* shape, int hybrid)
+                 const double* rho0, const double* rhoL, double* __restrict__ out, int closed, double eps,
+                 double inv, const double* shape, int hybrid)
 {
     __shared__ double gs[(XSEG_ + 6) * XL];  /* g of x node i0 - 3 + r at position r (left-biased), XSEG_ + 5 - r */
     __shared__ double fs[(XSEG_ + 1) * XL];  /* row f = face i0 + f - 1/2, times 12 */
-    (void)NX; (void)NS; (void)NW; (void)NPHI; (void)nseg;
     const long long sX = XNLINE;
     int b = (int)blockIdx.x;
     int grp = b / XNSEG;

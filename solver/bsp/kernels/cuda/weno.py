@@ -113,19 +113,18 @@ def x_into(model, backend, P, r, out, eps=None):
     shape = _inflow_shape(model) if hybrid else _dummy()
     nline = NV * NS * NW * NPHI
     tail = (np.float64(eps), np.float64(1.0 / model.dx), shape, np.int32(hybrid))
-    head = (P, a1, flags) + r + (out, np.int32(NX), np.int32(NS), np.int32(NW), np.int32(NPHI),
-                                 np.int32(1 if closed else 0))
+    head = (P, a1, flags) + r + (out,)
+    closed_arg = np.int32(1 if closed else 0)
     name, defines = x_kernel(model, eps, NX, NS, NW, NPHI)
-    if name == "bsp_weno_dx_tile":
-        seg = defines["XSEG_"]
-        nseg = -(-NX // seg)
+    fn = _build.function(SOURCE, name, OPTIONS, defines)
+    if name == "bsp_weno_dx_tile":  # the sizes are compile-time (x_kernel's defines)
+        nseg = -(-NX // defines["XSEG_"])
         block = 32 * TILE_X_WARPS
-        _build.launch(_build.function(SOURCE, name, OPTIONS, defines), -(-nline // 32) * nseg * block, block,
-                      head + (np.int32(nseg),) + tail)
+        _build.launch(fn, -(-nline // 32) * nseg * block, block, head + (closed_arg,) + tail)
         return
     seg, nseg = _segments(nline, NX)
-    _build.launch(_build.function(SOURCE, name, OPTIONS, defines), nline * nseg, BLOCK,
-                  head + (np.int32(seg), np.int32(nseg)) + tail)
+    _build.launch(fn, nline * nseg, BLOCK, head + (np.int32(NX), np.int32(NS), np.int32(NW), np.int32(NPHI),
+                                                   closed_arg, np.int32(seg), np.int32(nseg)) + tail)
 
 
 def x_kernel(model, eps, NX, NS=None, NW=None, NPHI=None):
