@@ -495,6 +495,23 @@ def _gates(iv) -> str:
 
 
 # ---------------------------------------------------------------------------------- CLI
+def write_curves(run_dirs, iv: dict, out) -> pd.DataFrame:
+    """points.csv, curves.csv, figures_of_merit.csv and the Id figures (idvg_log, idvg_linear, idvd) of the runs'
+    run.json files into ``out``; returns the points (collect adds the traces, which need every scalars.csv;
+    tools/bsp/iv_refresh.py remakes these alone)."""
+    from solver import io
+
+    out = Path(out)
+    pts = pd.DataFrame([read_point(r) for r in run_dirs]).sort_values(["V_G_top", "V_DS"])
+    curv = curves(pts, iv)
+    io.write_csv(pts, out / "points.csv")
+    io.write_csv(curv, out / "curves.csv")
+    io.write_csv(figures_of_merit(curv, iv), out / "figures_of_merit.csv")
+    plot_idvg(curv, iv, out / "idvg_log.png", out / "idvg_linear.png")
+    plot_idvd(curv, iv, out / "idvd.png")
+    return pts
+
+
 def collect(run_dirs, iv: dict, out) -> dict:
     """Every table and figure of the study into ``out`` (see docs/iv.md); the curves hold the
     points given (a point whose run failed without a record is simply absent; a faulted point
@@ -504,16 +521,9 @@ def collect(run_dirs, iv: dict, out) -> dict:
     from solver import io, provenance
 
     out = Path(out)
-    pts = pd.DataFrame([read_point(r) for r in run_dirs]).sort_values(["V_G_top", "V_DS"])
-    curv = curves(pts, iv)
+    pts = write_curves(run_dirs, iv, out)
     tr = traces(run_dirs)
-    fom = figures_of_merit(curv, iv)
-    io.write_csv(pts, out / "points.csv")
-    io.write_csv(curv, out / "curves.csv")
     io.write_csv(tr, out / "traces.csv", float_format="%.8e")
-    io.write_csv(fom, out / "figures_of_merit.csv")
-    plot_idvg(curv, iv, out / "idvg_log.png", out / "idvg_linear.png")
-    plot_idvd(curv, iv, out / "idvd.png")
     plot_traces(tr, pts, out / "traces.png")
     io.write_json(out / "iv.provenance.json",
                   provenance.collect(None, None, {"iv": iv, "runs": [str(r) for r in run_dirs]}))

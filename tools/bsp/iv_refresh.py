@@ -4,7 +4,7 @@
 
 STUDY_DIR is results/<machine>/<iv.folder> (its runs/<mesh>/<variant>/vg*/run.json), CONFIG the workflow config
 whose iv section made it.  Writes points.csv, curves.csv, figures_of_merit.csv, idvg_log.png, idvg_linear.png and
-idvd.png as rule iv_collect does (the same functions), and refresh.json naming this code's commit.  The traces
+idvd.png as rule iv_collect does (`solver.bsp.iv.write_curves`), and refresh.json naming this code's commit.  The traces
 (traces.csv, traces.png) need every point's full scalars.csv, which the device does not bring back; they are left
 as they are.  For a study whose collect ran before a change to the figures of merit or the figures (docs/iv.md §19).
 """
@@ -26,15 +26,7 @@ def main(study_dir: str, config: str) -> int:
     if not runs:
         print(f"no point run.json under {d}/runs", file=sys.stderr)
         return 2
-    import pandas as pd
-
-    pts = pd.DataFrame([iv.read_point(r) for r in runs]).sort_values(["V_G_top", "V_DS"])
-    curv = iv.curves(pts, cfg)
-    io.write_csv(pts, d / "points.csv")
-    io.write_csv(curv, d / "curves.csv")
-    io.write_csv(iv.figures_of_merit(curv, cfg), d / "figures_of_merit.csv")
-    iv.plot_idvg(curv, cfg, d / "idvg_log.png", d / "idvg_linear.png")
-    iv.plot_idvd(curv, cfg, d / "idvd.png")
+    iv.write_curves(runs, cfg, d)
     io.write_json(d / "refresh.json", provenance.collect(None, None, {"tool": "tools/bsp/iv_refresh.py", "config": config,
                                                                       "runs": [str(r) for r in runs]}))
     print(f"{len(runs)} points: tables and Id figures remade in {d}")
