@@ -25,6 +25,7 @@ SCRIPTS = {
     "iv_step_probe.sh": (None, "require"),
     "iv_fault_probe.sh": (None, "require"),
     "iv_racecheck_device.sh": ("/tmp/iv_out", "require"),
+    "tile_hold_device.sh": (None, "require"),
 }
 
 

@@ -19,7 +19,9 @@
 # (the device copy may carry an older .git: SOLVER_SOURCE_COMMIT names the code in every run.json)
 # On a host with several GPUs the points spread over them (the iv rule runs `solver run --gpu auto`).
 # IV_LIMIT_S, IV_RESULTS, IV_GPU_SLOTS (concurrent points, default 16 per GPU), CONFIG (default config/gpu.yaml;
-# config/smoke.yaml tries it on a CPU) are campaign settings, not variants.
+# config/smoke.yaml tries it on a CPU) are campaign settings, not variants.  IV_TARGET (default figures_of_merit.csv):
+# the Snakemake target, a path under the study's folder, e.g. runs/<mesh>/cupy_t1/<point>/run.json to run one point
+# (the partial collect then tables the finished points).
 PY=python3 BSP_OUT_DEFAULT=/tmp/iv_out BSP_WHL=1; . "$(dirname "$0")/_preamble.sh"  # set -u, env, OUT, PY, .whl
 IV_RESULTS=${IV_RESULTS:-scratch/iv}
 CONFIG=${CONFIG:-config/gpu.yaml}
@@ -46,7 +48,7 @@ if [ -f "$D/.partial" ]; then
     "$D"/idvg_linear.png "$D"/idvd.png "$D"/traces.png "$D/.partial"
 fi
 NGPU=$(ls /dev/nvidia[0-9]* 2>/dev/null | wc -l); [ "$NGPU" -ge 1 ] || NGPU=1
-SMK=(snakemake "$D/figures_of_merit.csv" --cores "$(nproc)" --configfile "$CONFIG" --config "results_dir=$IV_RESULTS")
+SMK=(snakemake "$D/${IV_TARGET:-figures_of_merit.csv}" --cores "$(nproc)" --configfile "$CONFIG" --config "results_dir=$IV_RESULTS")
 echo "== snakemake ($((SECONDS-t0)) s)"
 # a call cut by SIGINT leaves .snakemake/ locked and its jobs incomplete: unlock, rerun those
 "${SMK[@]}" --unlock > /dev/null 2>&1
@@ -61,7 +63,7 @@ base = float(c['steady']['t_max_ps'])
 for g, d in iv.points(c):
     if iv.t_max_ps(c, g) > base:
         print('$D/runs/' + c['mesh'] + '/cupy_t1/' + iv.point_name(g, d, c.get('bottom_gate_V')) + '/run.json')")
-PRIO=(); [ -n "$LONG" ] && PRIO=(--prioritize $LONG)
+PRIO=(); [ -n "$LONG" ] && [ -z "${IV_TARGET:-}" ] && PRIO=(--prioritize $LONG)  # (--prioritize adds its files as targets)
 timeout -s INT -k 20 "$left" "${SMK[@]}" "${PRIO[@]}" --resources gpu="${IV_GPU_SLOTS:-$((16 * NGPU))}" --keep-going --rerun-incomplete \
   --rerun-triggers params input > "$OUT/snakemake_$n.log" 2>&1
 echo "snakemake rc=$? ($((SECONDS-t0)) s; 124: cut at the limit, call again)"; tail -3 "$OUT/snakemake_$n.log"

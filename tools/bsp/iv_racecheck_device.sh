@@ -11,25 +11,29 @@
 # $OUT set to a folder of its own that comes back packed as side.tgz, its output in side.log; e.g.
 #   SIDE="bash tools/bsp/wenox_tile_device.sh" CONFIG=config/iv_standard.yaml SOLVER_SOURCE_COMMIT=... \
 #     bash tools/bsp/iv_racecheck_device.sh        (the standard I-V study on GPUs 0..n-2, the tile A/B on n-1)
+# SIDE_EVERY_CALL=1: the SIDE command runs in every call (it keeps its own markers), packed as side_<k>.tgz with
+# side_<k>.log (k counts the calls).
 PY=python3 BSP_OUT_DEFAULT=/tmp/iv_out BSP_COMMIT=require; . "$(dirname "$0")/_preamble.sh"  # set -u, env, OUT
 NGPU=$(ls /dev/nvidia[0-9]* 2>/dev/null | wc -l)
 mkdir -p scratch/iv
 pid=
 SIDE=${SIDE:-}
-if [ "$NGPU" -ge 2 ] && [ -n "$SIDE" ] && [ ! -f scratch/iv/.side_done ]; then
+EVERY=${SIDE_EVERY_CALL:-0}
+k=; [ "$EVERY" = 1 ] && { k=_$(ls scratch/iv/.side_call_* 2>/dev/null | wc -l); touch "scratch/iv/.side_call$k"; }
+if [ "$NGPU" -ge 2 ] && [ -n "$SIDE" ] && { [ "$EVERY" = 1 ] || [ ! -f scratch/iv/.side_done ]; }; then
   (
     export CUDA_VISIBLE_DEVICES=$((NGPU - 1))
     t0=$SECONDS
-    mkdir -p "$OUT/side"
-    OUT="$OUT/side" bash -c "$SIDE" 2>&1
+    mkdir -p "$OUT/side$k"
+    OUT="$OUT/side$k" bash -c "$SIDE" 2>&1
     echo "side rc=$? $((SECONDS - t0)) s: $SIDE"
     touch scratch/iv/.side_done
-  ) > "$OUT/side.log" 2>&1 &
+  ) > "$OUT/side$k.log" 2>&1 &
   pid=$!
   CUDA_VISIBLE_DEVICES=$(seq -s, 0 $((NGPU - 2))) bash tools/bsp/iv_device.sh
   wait "$pid"; pid=
-  tar czf "$OUT/side.tgz" -C "$OUT" side && rm -rf "$OUT/side"
-  tail -30 "$OUT/side.log"
+  tar czf "$OUT/side$k.tgz" -C "$OUT" "side$k" && rm -rf "$OUT/side$k"
+  tail -30 "$OUT/side$k.log"
 elif [ "$NGPU" -ge 2 ] && [ -z "$SIDE" ] && [ ! -f scratch/iv/.racecheck_done ]; then
   last=$((NGPU - 1))
   (

@@ -10,12 +10,15 @@
 #       final   a lean call for the final code: gpu tests, validation, bitwise, start-up, the cupy bench
 #       x4      a final call on a 4-GPU host: the parts above in parallel lanes (below)
 #       fast2   numerics.bte_kernels fast2 as a default candidate: kernel A/B, tests, validation, bitwise
+#       tile    numerics.wenox_kernel tile against walk (issue #13): the standard mesh 3 rounds (200 after 5) and the
+#               fine mesh 2 rounds (100 after 5) interleaved, then with tile the coarse 0.1 ps validation and two
+#               10-step standard runs byte for byte (~4 min on an H200)
 #       hybrid  numerics.contact_rule hybrid on two subthreshold I-V points (HYBRID_S s, one per GPU)
 #       bench   the bsp_bench cases of config/gpu.yaml (cupy, 200 after 5; numba 16/8/4/2/1 threads)
 #               and the authors' Newton on three meshes, for the same-call comparison
 # Logs and tables go to $OUT/<part>/ (packed as $OUT/<part>.tgz); a short table is printed last.
 PY=python3; . "$(dirname "$0")/_preamble.sh"  # set -u, env (PYTHONPATH: tools/*.py import solver from this tree), OUT
-PART=${1:?part: ab | graph | checks | bench | final | lean | x4 | fast2 | hybrid}
+PART=${1:?part: ab | graph | tile | checks | bench | final | lean | x4 | fast2 | hybrid}
 BASE=${BASE:-_dev/base}
 L=/tmp/session_$PART; rm -rf "$L"; mkdir -p "$L"
 t0=$SECONDS; left() { echo $(( $1 - (SECONDS - t0) )); }
@@ -73,6 +76,27 @@ graph)
   for d in "$L"/*/; do row "$(basename "$d")" >> "$L/summary.csv"; done
   echo "== iv_step_probe ($((SECONDS-t0)) s)"
   OUT=$L timeout 150 bash tools/bsp/iv_step_probe.sh > "$L/ivp.log" 2>&1
+  ;;
+tile)
+  for r in 1 2 3; do for k in walk tile; do
+    echo "== standard round $r wenox_kernel $k ($((SECONDS-t0)) s)"
+    bench . std_${k}_$r --set numerics.wenox_kernel=$k --case $STD:cupy:1:200:5
+  done; done
+  for r in 1 2; do for k in walk tile; do
+    echo "== fine round $r wenox_kernel $k ($((SECONDS-t0)) s)"
+    bench . fine_${k}_$r --set numerics.wenox_kernel=$k --case $FINE:cupy:1:100:5
+  done; done
+  echo "part,mesh,backend,threads,steps,step_ms,bte_ms,dens_ms,iter_ms,newton_per_step" > "$L/summary.csv"
+  for d in "$L"/*/; do row "$(basename "$d")" >> "$L/summary.csv"; done
+  echo "== validation with tile ($((SECONDS-t0)) s)"
+  TS="--set numerics.wenox_kernel=tile"
+  timeout 90 $PY -m solver run config/coarse.yaml --out /tmp/val_tile --backend cupy --no-progress $TS > "$L/validation_run.log" 2>&1
+  $PY -m solver bsp validate /tmp/val_tile --csv "$L/validation_coarse.csv" > "$L/validate.log" 2>&1; tail -7 "$L/validate.log"
+  cp /tmp/val_tile/run.json "$L/validation_run.json"
+  echo "== bitwise with tile ($((SECONDS-t0)) s)"
+  SC="--set time.steps=10 --set time.t_end_ps=null --set output.checkpoint_every_steps=0 --no-progress --backend cupy $TS"
+  for r in 1 2; do timeout 40 $PY -m solver run config/standard.yaml --out /tmp/rep_tile_$r $SC > "$L/repeat_$r.log" 2>&1; done
+  for f in profiles.csv scalars.csv; do cmp /tmp/rep_tile_1/$f /tmp/rep_tile_2/$f && echo "standard tile $f identical"; done 2>&1 | tee "$L/bitwise.txt"
   ;;
 checks)
   echo "== gpu tests ($((SECONDS-t0)) s)"
