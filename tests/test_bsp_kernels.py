@@ -205,7 +205,8 @@ def test_implementations_cupy_behind_a_stand_in(emulated_cuda, monkeypatch):
     be = type("B", (), {"name": "cupy"})()
     impl = kernels.implementations(model("mesh.NZ=65", "numerics.ipim=b"), be)
     assert list(impl) == list(kernels.PHASES)
-    assert impl["WENO_x"] == "solver.bsp.kernels.cuda.weno.weno_x [numerics.bte_kernels=fast2]"  # the default (§13)
+    assert impl["WENO_x"] == ("solver.bsp.kernels.cuda.weno.weno_x [numerics.bte_kernels=fast2, numerics.wenox_kernel=tile "
+                              "(bsp_weno_dx_tile)]")  # the default (performance-bte-kernels §20.5)
     assert impl["RK"] == impl["WENO_w"] == impl["WENO_phi"] == "inside RK_wphi"
     assert impl["RK_wphi"] == "solver.bsp.kernels.cuda.rk.stage_update [numerics.bte_kernels=fast2]"
     fast = kernels.implementations(model("numerics.bte_kernels=fast"), be)
@@ -248,7 +249,8 @@ def test_implementations_cupy_behind_a_stand_in(emulated_cuda, monkeypatch):
     assert exact["RK_wphi"] == "solver.bsp.bte.stage_update"
     fast2 = kernels.implementations(model("numerics.bte_kernels=fast2"), be)  # the fused stage and WENO_x differ
     assert fast2["RK_wphi"] == "solver.bsp.kernels.cuda.rk.stage_update [numerics.bte_kernels=fast2]"
-    assert fast2["WENO_x"] == "solver.bsp.kernels.cuda.weno.weno_x [numerics.bte_kernels=fast2]"  # fast2's x faces
+    assert fast2["WENO_x"] == ("solver.bsp.kernels.cuda.weno.weno_x [numerics.bte_kernels=fast2, numerics.wenox_kernel=tile "
+                               "(bsp_weno_dx_tile)]")  # fast2's x faces, by the tile kernel
     assert fast2["RK"] == fast2["WENO_w"] == fast2["WENO_phi"] == "inside RK_wphi"
     assert fast2["overlap"].endswith("[numerics.bte_kernels=fast2 (as fast)]")
 

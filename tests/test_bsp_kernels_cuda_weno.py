@@ -229,9 +229,9 @@ def test_x_defines(emulated_cuda, bte_cases):
 
 # ------------------------------------------------- WENO_x, tile kernel (docs/performance-bte-kernels.md §19)
 def _tile_pair(bte_cases, rule="reference", **mesh):
-    """(walk model, tile model): fast2 with numerics.wenox_kernel walk (the default) and tile."""
+    """(walk model, tile model): fast2 with numerics.wenox_kernel walk and tile (the default)."""
     extra = ("numerics.bte_kernels=fast2", f"numerics.contact_rule={rule}")
-    return (bte_cases.model(kernels_mode="array", extra=extra, **mesh),
+    return (bte_cases.model(kernels_mode="array", extra=extra + ("numerics.wenox_kernel=walk",), **mesh),
             bte_cases.model(kernels_mode="array", extra=extra + ("numerics.wenox_kernel=tile",), **mesh))
 
 
@@ -287,15 +287,18 @@ def test_emulated_weno_x_tile_segments(emulated_cuda, bte_cases, rng, monkeypatc
 
 
 def test_wenox_kernel_key_reaches_the_launch(emulated_cuda, bte_cases, rng, monkeypatch):
-    """numerics.wenox_kernel: walk is the default; tile builds and launches bsp_weno_dx_tile (-DXSEG_, -DXWARPS,
-    -DXMINB) only with fast2's faces: exact, fast and fast2 below FAST2_MIN_EPS run their walk, the key ignored (the
-    same bits as without it); run.json's record names the tile kernel; an unknown value is refused."""
+    """numerics.wenox_kernel: tile is the default (performance-bte-kernels §20.5); tile builds and launches
+    bsp_weno_dx_tile (-DXSEG_, -DXWARPS, -DXMINB, the mesh sizes) only with fast2's faces: exact, fast and fast2 below
+    FAST2_MIN_EPS run their walk, the key ignored (the same bits as with walk); walk builds bsp_weno_dx; run.json's
+    record names the kernel; an unknown value is refused."""
     from solver.dispatch import Registry
     cw = emulated_cuda.weno
     mesh = dict(NX=9, NS=1, NW=20, NPHI=16)
     mk = lambda *e: bte_cases.model(extra=e, **mesh)  # noqa: E731
-    assert kernels.wenox_kernel(mk()) == "walk"
-    assert cw.x_kernel(mk(), 1e-6, 9) == ("bsp_weno_dx", {"BSP_WENO_FAST": 1, "BSP_WENO_FAST2": 1})
+    walk = lambda *e: mk("numerics.wenox_kernel=walk", *e)  # noqa: E731
+    assert kernels.wenox_kernel(mk()) == "tile"
+    assert cw.x_kernel(mk(), 1e-6, 9) == cw.x_kernel(mk("numerics.wenox_kernel=tile"), 1e-6, 9)
+    assert cw.x_kernel(walk(), 1e-6, 9) == ("bsp_weno_dx", {"BSP_WENO_FAST": 1, "BSP_WENO_FAST2": 1})
     tile = mk("numerics.wenox_kernel=tile")
     assert cw.x_kernel(tile, 1e-6, 9) == ("bsp_weno_dx_tile", {"BSP_WENO_FAST": 1, "BSP_WENO_FAST2": 1, "XSEG_": 9,
                                                                "XWARPS": cw.TILE_X_WARPS, "XMINB": cw.TILE_X_MINB,
@@ -312,18 +315,21 @@ def test_wenox_kernel_key_reaches_the_launch(emulated_cuda, bte_cases, rng, monk
         n = len(emulated_cuda.cupy.compiled)
         got = cw.weno_x(m, NP_BE, d["Phi"], *_x_args(d))
         assert all("-DXSEG_" not in " ".join(o) for _, o in emulated_cuda.cupy.compiled[n:])
-        assert np.array_equal(got, cw.weno_x(mk(f"numerics.bte_kernels={variant}"), NP_BE, d["Phi"], *_x_args(d)))
+        assert np.array_equal(got, cw.weno_x(walk(f"numerics.bte_kernels={variant}"), NP_BE, d["Phi"], *_x_args(d)))
     calls = []
     real = cw._build.function
     monkeypatch.setattr(cw._build, "function", lambda src, name, *a: calls.append(name) or real(src, name, *a))
     cw.weno_x(tile, NP_BE, d["Phi"], *_x_args(d))
+    cw.weno_x(walk(), NP_BE, d["Phi"], *_x_args(d))
     cw.weno_x(mk(), NP_BE, d["Phi"], *_x_args(d))
-    assert calls == ["bsp_weno_dx_tile", "bsp_weno_dx"]
+    assert calls == ["bsp_weno_dx_tile", "bsp_weno_dx", "bsp_weno_dx_tile"]
     monkeypatch.setattr(kernels, "REGISTRY", Registry("bsp", {"cupy": lambda: emulated_cuda.TABLE}))
     be = type("B", (), {"name": "cupy"})()
     assert kernels.implementations(tile, be)["WENO_x"] == (
         "solver.bsp.kernels.cuda.weno.weno_x [numerics.bte_kernels=fast2, numerics.wenox_kernel=tile (bsp_weno_dx_tile)]")
-    assert kernels.implementations(mk(), be)["WENO_x"] == "solver.bsp.kernels.cuda.weno.weno_x [numerics.bte_kernels=fast2]"
+    assert kernels.implementations(mk(), be)["WENO_x"] == kernels.implementations(tile, be)["WENO_x"]
+    assert kernels.implementations(walk(), be)["WENO_x"] == (
+        "solver.bsp.kernels.cuda.weno.weno_x [numerics.bte_kernels=fast2, numerics.wenox_kernel=walk (bsp_weno_dx)]")
     fast = mk("numerics.bte_kernels=fast", "numerics.wenox_kernel=tile")
     assert kernels.implementations(fast, be)["WENO_x"] == "solver.bsp.kernels.cuda.weno.weno_x [numerics.bte_kernels=fast]"
     with pytest.raises(Exception, match="wenox_kernel"):
@@ -434,7 +440,7 @@ def test_gpu_weno_x_tile_equals_walk(cupy_backend, bte_cases, rng, rule, mesh):
     from solver.bsp.kernels.cuda import weno as cw
     cp = cupy_backend.xp
     extra = ("numerics.bte_kernels=fast2", f"numerics.contact_rule={rule}")
-    mw = bte_cases.model(kernels_mode="auto", extra=extra, **mesh)
+    mw = bte_cases.model(kernels_mode="auto", extra=extra + ("numerics.wenox_kernel=walk",), **mesh)
     mt = bte_cases.model(kernels_mode="auto", extra=extra + ("numerics.wenox_kernel=tile",), **mesh)
     mr = bte_cases.model(kernels_mode="array", extra=extra, **mesh)
     assert kernels.lookup(mt, cupy_backend, "WENO_x") is cw.weno_x

@@ -233,17 +233,19 @@ def bte_fast(model) -> bool:
 
 
 def wenox_kernel(model) -> str:
-    """The cupy fast2 WENO_x kernel (numerics.wenox_kernel: walk = bsp_weno_dx, tile = bsp_weno_dx_tile, the same
-    bits; docs/performance-bte-kernels.md section 19); walk wherever fast2's x kernel does not run."""
-    return _numerics(model, "wenox_kernel", "walk")
+    """The cupy fast2 WENO_x kernel (numerics.wenox_kernel: tile = bsp_weno_dx_tile, the default since
+    docs/performance-bte-kernels.md section 20.5, or walk = bsp_weno_dx: the same bits); walk's form runs wherever
+    fast2's x kernel does not."""
+    return _numerics(model, "wenox_kernel", "tile")
 
 
 def _bte_label(model, backend, name: str) -> str:
     v = bte_variant(model)
     if v == "fast2" and not (backend.name == "cupy" and name in FAST2_PHASES):
         return "numerics.bte_kernels=fast2 (as fast)"
-    if v == "fast2" and name == "WENO_x" and wenox_kernel(model) == "tile":
-        return "numerics.bte_kernels=fast2, numerics.wenox_kernel=tile (bsp_weno_dx_tile)"
+    if v == "fast2" and name == "WENO_x":
+        k = wenox_kernel(model)
+        return f"numerics.bte_kernels=fast2, numerics.wenox_kernel={k} ({'bsp_weno_dx_tile' if k == 'tile' else 'bsp_weno_dx'})"
     return f"numerics.bte_kernels={v}"
 
 
