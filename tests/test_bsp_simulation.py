@@ -305,3 +305,54 @@ def test_scalar_fields_equal_the_host_fields_sums(tmp_path):
     row = output.scalars_row(m, st.step, st.t, 0.0, sc["rho_x"], sc["j_x"], st.newton_iterations, sc["contact"])
     assert row["mean_current_A_per_m"] == sim.scalars[-1]["mean_current_A_per_m"]
     assert row["total_mass_per_m"] == sim.scalars[-1]["total_mass_per_m"]
+
+
+def test_grown_frame_equals_the_whole_conversion():
+    """_grown_frame (the checkpoint's scalars and timers tables, converted only in their new rows): the same frame as
+    pd.DataFrame(rows) after every growth, including a column that appears later, a column whose dtype changes
+    (int -> float, float -> None: converted whole), a list reassigned or cut (converted whole)."""
+    import pandas as pd
+    from pandas.testing import assert_frame_equal
+
+    from solver.bsp.simulation import _grown_frame
+
+    cache, rows = {}, []
+    growth = [[{"step": s, "phase": p, "seconds": 1e-3 * s} for s in range(3) for p in ("step", "step/BTE")],
+              [{"step": 3, "phase": "step/ITER/eigen", "seconds": 2.5e-4}],
+              [{"step": 4, "phase": "step", "seconds": 1e-3, "extra": 7}],
+              [{"step": 5, "phase": "step", "seconds": None, "extra": 8}],
+              [{"step": 6.5, "phase": "step", "seconds": 1.0, "extra": None}], []]
+    for g in growth:
+        rows.extend(g)
+        assert_frame_equal(_grown_frame(cache, "t", rows), pd.DataFrame(rows))
+    cut = rows[:4]
+    assert_frame_equal(_grown_frame(cache, "t", cut), pd.DataFrame(cut))
+    rows2 = list(rows)
+    assert_frame_equal(_grown_frame(cache, "t", rows2), pd.DataFrame(rows2))
+    del rows2[2:]
+    assert_frame_equal(_grown_frame(cache, "t", rows2), pd.DataFrame(rows2))
+
+
+def test_checkpoint_tables_equal_the_rows(tmp_path, monkeypatch):
+    """A run checkpointed every 2 steps: each checkpoint's scalars and timers tables (written from the frames grown
+    checkpoint by checkpoint) are the rows the run holds at that moment, converted whole."""
+    import h5py
+    import pandas as pd
+    from pandas.testing import assert_frame_equal
+
+    from solver.bsp.simulation import _read_table
+
+    seen = []
+    real = Simulation.save_checkpoint
+
+    def save(self, name=CHECKPOINT):
+        real(self, name)
+        with h5py.File(self.out / name) as f:
+            sc, tm = _read_table(f["scalars"]), _read_table(f["timers"])
+        assert_frame_equal(sc, pd.DataFrame(self.scalars), check_dtype=False)
+        assert_frame_equal(tm, pd.DataFrame(self._timer_rows), check_dtype=False)
+        seen.append((int(self.state.step), len(tm)))
+
+    monkeypatch.setattr(Simulation, "save_checkpoint", save)
+    sim_of(cfg_of("output.checkpoint_every_steps=2", steps=7), tmp_path / "r").run()
+    assert [s for s, _ in seen] == [2, 4, 6] and seen[0][1] < seen[1][1] < seen[2][1]

@@ -90,6 +90,7 @@ class Simulation:
         self._defer_check = self.backend.is_gpu  # the stage's density check read with ITER's (_check_density)
         self.startup_timer = PhaseTimer(self.backend)
         self.scalars: list[dict] = []
+        self._frames: dict = {}  # the tables' frames as the last checkpoint wrote them (_grown_frame)
         self.state: State | None = None
         self.eq: Equilibrium | None = None
         self.startup_s = 0.0
@@ -401,7 +402,6 @@ class Simulation:
         if self.out is None:
             return
         import h5py
-        import pandas as pd
 
         be, st, eq = self.backend, self.state, self.eq
         with io.atomic_path(self.out / name) as tmp:
@@ -436,12 +436,12 @@ class Simulation:
                 if name == FINAL_STATE:  # checked by a run that starts from this state
                     f.attrs["device"] = json.dumps(self.cfg["device"])
                 if self.scalars:
-                    _write_table(f, "scalars", pd.DataFrame(self.scalars))
+                    _write_table(f, "scalars", _grown_frame(self._frames, "scalars", self.scalars))
                 p0 = getattr(self, "profiles_t0", None)
                 if p0 is not None:  # so that a resumed run can rewrite profiles_t0.csv
                     _write_table(f, "profiles_t0", p0)
                 if self._timer_rows:
-                    _write_table(f, "timers", pd.DataFrame(self._timer_rows))
+                    _write_table(f, "timers", _grown_frame(self._frames, "timers", self._timer_rows))
                 if self.monitor is not None:  # steady runs only: ordinary checkpoints are unchanged
                     self.monitor.save(f.create_group("steady"))
                 if self.source is not None:  # as read at step 0, for the resumed run's run.json and ramp
@@ -919,6 +919,29 @@ def _state_shapes(m) -> dict:
 def _bias_volts(cfg) -> tuple[float, float, float]:
     """(bottom gate, top gate, drain-source) voltages in V."""
     return (*gate_volts(cfg), cfg["bias"]["V_DS"])
+
+
+def _grown_frame(cache: dict, name: str, rows: list) -> pd.DataFrame:
+    """``pd.DataFrame(rows)`` for a list of row dicts that only grows between calls: the scalars and timers tables,
+    which every checkpoint writes whole.  Only the rows added since the last call are converted and appended, so a
+    checkpoint no longer costs O(steps) of Python per call (a 2.5 ps standard-mesh run has 1.6e6 timer rows:
+    docs/iv.md §21).  The same frame as the whole conversion: a list not the one held (reassigned), shorter than
+    at the last call, or new rows whose columns or dtypes differ from the held frame's are converted whole."""
+    import pandas as pd
+
+    held = cache.get(name)
+    if held is not None and held[0] is rows and held[1] <= len(rows):
+        _, n, df = held
+        if n < len(rows):
+            new = pd.DataFrame(rows[n:])
+            if list(new.columns) == list(df.columns) and all(new.dtypes == df.dtypes):
+                df = pd.concat([df, new], ignore_index=True)
+            else:
+                df = pd.DataFrame(rows)
+    else:
+        df = pd.DataFrame(rows)
+    cache[name] = (rows, len(rows), df)
+    return df
 
 
 def _write_table(f, name, df: pd.DataFrame) -> None:
