@@ -118,10 +118,12 @@ def _gpu_slot():
     return slot_record()
 
 
-# keys left out of config_hash: they change what a run writes when it fails, never a result, so a run folder
-# (its checkpoint, fields and snapshots) stays the same configuration's when only they change: e.g. a point
-# that faulted with output.on_fault stop resumes from its checkpoint with record (the I-V workflow's)
-HASH_NEUTRAL = (("output", "on_fault"),)
+# keys left out of config_hash: they never change a result, so a run folder (its checkpoint, fields and snapshots)
+# stays the same configuration's when only they change.  output.on_fault changes what a run writes when it fails:
+# a point that faulted with stop resumes from its checkpoint with record (the I-V workflow's).
+# numerics.wenox_kernel chooses between two kernels with the same bits (walk, tile; docs/performance-bte-kernels.md
+# section 20.5): its default changed from walk to tile, and checkpoints written before (with or without the key) resume.
+HASH_NEUTRAL = (("output", "on_fault"), ("numerics", "wenox_kernel"))
 
 
 def config_hash(config) -> str:

@@ -159,7 +159,8 @@ def test_emulated_weno_x_fast2_within_tolerance(emulated_cuda, bte_cases, rng, l
     right-biased lines each; two calls bitwise equal; other rounding than fast somewhere (the fast2 faces ran)."""
     cw = emulated_cuda.weno
     extra = (f"numerics.contact_rule={rule}",)
-    m = bte_cases.model(kernels_mode="array", extra=("numerics.bte_kernels=fast2",) + extra, **mesh)
+    walk = ("numerics.bte_kernels=fast2", "numerics.wenox_kernel=walk")  # bsp_weno_dx (the tile: tests below)
+    m = bte_cases.model(kernels_mode="array", extra=walk + extra, **mesh)
     m1 = bte_cases.model(kernels_mode="array", extra=("numerics.bte_kernels=fast",) + extra, **mesh)
     d = bte_cases.inputs(m, rng, levels)
     rho = _deficit_rho(d) if rule == "hybrid" else None
@@ -169,7 +170,7 @@ def test_emulated_weno_x_fast2_within_tolerance(emulated_cuda, bte_cases, rng, l
         differs |= not np.array_equal(got, fast)
     assert differs
     if rule == "hybrid":  # the hybrid ghosts acted: the reference rule's result is far from this one
-        mr = bte_cases.model(kernels_mode="array", extra=("numerics.bte_kernels=fast2",), **mesh)
+        mr = bte_cases.model(kernels_mode="array", extra=walk, **mesh)
         ref = weno.weno_x(m, NP_BE, d["Phi"], *_x_args(d, rho))
         assert bte_cases.rel(cw.weno_x(mr, NP_BE, d["Phi"], *_x_args(d, rho)), ref) > 1e-6
     opts = [o for code, o in emulated_cuda.cupy.compiled if "bsp_weno_dx" in code and "-DBSP_WENO_FAST2=1" in o]
@@ -184,7 +185,7 @@ def test_emulated_weno_x_fast2_segments(emulated_cuda, bte_cases, rng, monkeypat
     monkeypatch.setattr(cw, "MIN_SEGMENT", 3)
     mesh = dict(NX=11, NS=1, NW=17, NPHI=6)
     assert cw._segments(3 * 17 * 6, 11) == (3, 4)
-    m = bte_cases.model(kernels_mode="array", extra=("numerics.bte_kernels=fast2",), **mesh)
+    m = bte_cases.model(kernels_mode="array", extra=("numerics.bte_kernels=fast2", "numerics.wenox_kernel=walk"), **mesh)
     m1 = bte_cases.model(kernels_mode="array", extra=("numerics.bte_kernels=fast",), **mesh)
     d = bte_cases.inputs(m, rng, "random")
     for closed in (False, True):
@@ -408,11 +409,11 @@ def test_gpu_weno_x_fast2_matches_numpy_and_host_build(cupy_backend, emulated_cu
     --fmad=false, __drcp_rn = the correctly rounded 1.0 / s)."""
     from solver.bsp.kernels.cuda import weno as cw
     cp = cupy_backend.xp
-    extra = ("numerics.bte_kernels=fast2", f"numerics.contact_rule={rule}")
+    extra = ("numerics.bte_kernels=fast2", "numerics.wenox_kernel=walk", f"numerics.contact_rule={rule}")
     ma = bte_cases.model(kernels_mode="auto", extra=extra, **mesh)
     mr = bte_cases.model(kernels_mode="array", extra=extra, **mesh)
     assert kernels.lookup(ma, cupy_backend, "WENO_x") is cw.weno_x
-    assert cw.x_defines(ma, weno._eps(ma)) == {"BSP_WENO_FAST": 1, "BSP_WENO_FAST2": 1}
+    assert cw.x_kernel(ma, weno._eps(ma), mesh["NX"]) == ("bsp_weno_dx", {"BSP_WENO_FAST": 1, "BSP_WENO_FAST2": 1})
     h = bte_cases.inputs(mr, rng, "random")
     args = _x_args(h, _deficit_rho(h) if rule == "hybrid" else None)
     P, dargs = cp.asarray(h["Phi"]), tuple(cp.asarray(a) for a in args)

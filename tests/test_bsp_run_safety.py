@@ -303,6 +303,18 @@ def test_on_fault_stop_writes_no_record(sets, tmp_path, monkeypatch, capsys):
     assert not (out / simulation.FINAL_STATE).exists() and (out / CHECKPOINT).exists()
 
 
+def test_wenox_kernel_is_left_out_of_the_hash():
+    """numerics.wenox_kernel (walk, tile: the same bits) is hash-neutral: its default moved from walk to tile, and a
+    run folder checkpointed under either value, or before the key existed, stays this configuration's; a key that
+    changes results still changes the hash."""
+    base = cfg_of()
+    assert base["numerics"]["wenox_kernel"] == "tile"
+    absent = {**base, "numerics": {k: v for k, v in base["numerics"].items() if k != "wenox_kernel"}}
+    hashes = {provenance.config_hash(c) for c in (base, absent, cfg_of("numerics.wenox_kernel=walk"))}
+    assert len(hashes) == 1
+    assert provenance.config_hash(cfg_of("numerics.weno_eps=1.0e-7")) not in hashes
+
+
 def test_a_fault_stopped_run_resumes_under_record_and_records(tmp_path, monkeypatch, capsys):
     """on_fault is left out of the configuration hash: the folder of a run that faulted with stop (its
     checkpoint) is the same run's under record, which resumes from the checkpoint and records the fault."""

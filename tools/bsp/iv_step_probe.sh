@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Issue #18: where an I-V point's wall time per step goes, on one GPU (<= ~90 s).  Run from the repository root:
 #     OUT=... SOLVER_SOURCE_COMMIT=... bash tools/bsp/iv_step_probe.sh      (optional: IVP_STEPS=3000)
+# IVP_MESH (default 6x33x33x150x24; e.g. 6x65x65x300x48, the standard study's, docs/iv.md §21) and IVP_VARIANTS (a
+# subset of the names below, in order; default the first five) are probe settings, not variants of the solver.
 # The point -0.2 V / 0.4 V of config/gpu.yaml's iv study (coarse mesh 6x33x33x150x24, cupy, steady monitor on,
 # checkpoints every 500 steps) runs IVP_STEPS steps fresh under each variant, one process each, back to back:
 #   hyb_s1     numerics.contact_rule=hybrid, output.scalars_every=1, numerics.bte_graph=false (the campaign's
@@ -9,6 +11,8 @@
 #   hyb_s10_g  hyb_s1_g with output.scalars_every=10
 #   ref_s1     the authors' contact rule (the points above V_G = -0.2 V), numerics.bte_graph=false
 #   ref_s1_g   ref_s1 with numerics.bte_graph=true
+#   hyb_s1_g_ck0, ref_s1_g_ck0   hyb_s1_g, ref_s1_g without checkpoints (output.checkpoint_every_steps=0): what the
+#              checkpoints every 500 steps cost (on the standard mesh Phi is 135 MB)
 # then hyb_s1 once more under cProfile (1000 steps).  Per variant: wall per step (run.json summary.wall_s over the
 # steps, start-up excluded), the step timer's mean and the part outside it (scalars rows, monitor, checkpoints, and the
 # first and last snapshot and profiles before the run's end).
@@ -18,7 +22,8 @@ BSP_COMMIT=require
 D=$OUT/ivp; mkdir -p "$D"
 R=$(mktemp -d /tmp/ivp.XXXXXX)
 N=${IVP_STEPS:-3000}
-BASE=(--set mesh.N_sbn=6 --set mesh.NX=33 --set mesh.NZ=33 --set mesh.NW=150 --set mesh.NPHI=24
+IFS=x read -r NSB NX NZ NW NPHI <<< "${IVP_MESH:-6x33x33x150x24}"
+BASE=(--set mesh.N_sbn=$NSB --set mesh.NX=$NX --set mesh.NZ=$NZ --set mesh.NW=$NW --set mesh.NPHI=$NPHI
       --set bias.V_G=-0.2 --set bias.V_DS=0.4 --set time.steps=$N --set time.t_end_ps=3.0
       --set steady.enabled=true --set steady.window_ps=0.2 --set steady.rtol=0.005 --set steady.conservation_tol=0.02
       --set output.checkpoint_every_steps=500)
@@ -28,8 +33,11 @@ declare -A V=(
     [hyb_s10_g]="--set numerics.contact_rule=hybrid --set output.scalars_every=10 --set numerics.bte_graph=true"
     [ref_s1]="--set output.scalars_every=1 --set numerics.bte_graph=false"
     [ref_s1_g]="--set output.scalars_every=1 --set numerics.bte_graph=true"
+    [hyb_s1_g_ck0]="--set numerics.contact_rule=hybrid --set output.scalars_every=1 --set numerics.bte_graph=true --set output.checkpoint_every_steps=0"
+    [ref_s1_g_ck0]="--set output.scalars_every=1 --set numerics.bte_graph=true --set output.checkpoint_every_steps=0"
 )
-VARIANTS="hyb_s1 hyb_s1_g hyb_s10_g ref_s1 ref_s1_g"
+VARIANTS=${IVP_VARIANTS:-hyb_s1 hyb_s1_g hyb_s10_g ref_s1 ref_s1_g}
+for v in $VARIANTS; do [ -n "${V[$v]:-}" ] || { echo "IVP_VARIANTS: unknown variant $v (known: ${!V[*]})" >&2; exit 2; }; done
 for v in $VARIANTS; do
     # shellcheck disable=SC2086
     timeout 120 $PY -m solver run config/bsp/dgmosfet.yaml --out "$R/$v" --backend cupy --threads 1 --no-progress \

@@ -12,7 +12,7 @@
 #       fast2   numerics.bte_kernels fast2 as a default candidate: kernel A/B, tests, validation, bitwise
 #       tile    numerics.wenox_kernel tile against walk (issue #13): the standard mesh 3 rounds (200 after 5) and the
 #               fine mesh 2 rounds (100 after 5) interleaved, then with tile the coarse 0.1 ps validation and two
-#               10-step standard runs byte for byte (~4 min on an H200)
+#               10-step standard runs byte for byte (~70 s on an H200, session 21)
 #       hybrid  numerics.contact_rule hybrid on two subthreshold I-V points (HYBRID_S s, one per GPU)
 #       bench   the bsp_bench cases of config/gpu.yaml (cupy, 200 after 5; numba 16/8/4/2/1 threads)
 #               and the authors' Newton on three meshes, for the same-call comparison

@@ -32,7 +32,7 @@ mesh, reps, rounds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 PAIR = sys.argv[sys.argv.index("--pair") + 1] if "--pair" in sys.argv else "fast-fast2"
 VARIANTS = tuple(PAIR.split("-"))
 assert VARIANTS in (("fast", "fast2"), ("walk", "tile")), PAIR
-CONFIG = {"fast": ["numerics.bte_kernels=fast"], "fast2": ["numerics.bte_kernels=fast2"],
+CONFIG = {"fast": ["numerics.bte_kernels=fast"], "fast2": ["numerics.bte_kernels=fast2", "numerics.wenox_kernel=walk"],
           "walk": ["numerics.bte_kernels=fast2", "numerics.wenox_kernel=walk"],
           "tile": ["numerics.bte_kernels=fast2", "numerics.wenox_kernel=tile"]}
 ns, nx, nz, nw, nphi = (int(v) for v in mesh.split("x"))
