@@ -34,6 +34,21 @@ bench() {
       --out "$L/$name" > "$L/$name.log" 2>&1 ) || echo "bench $name: exit $?"
 }
 row() { tail -n +2 "$L/$1/steps.csv" 2>/dev/null | cut -d, -f1-9 | sed "s/^/$1,/"; }
+# interleave KEY V1 V2: numerics.KEY = V1 / V2 interleaved, each a process: the standard mesh 3 rounds (200 steps after
+# 5), the fine mesh 2 rounds (100 after 5), runs named std_<V>_<round> / fine_<V>_<round>; $L/summary.csv of them
+interleave() {
+  local key=$1 r v; shift
+  for r in 1 2 3; do for v in "$@"; do
+    echo "== standard round $r $key $v ($((SECONDS-t0)) s)"
+    bench . "std_${v}_$r" --set "numerics.$key=$v" --case $STD:cupy:1:200:5
+  done; done
+  for r in 1 2; do for v in "$@"; do
+    echo "== fine round $r $key $v ($((SECONDS-t0)) s)"
+    bench . "fine_${v}_$r" --set "numerics.$key=$v" --case $FINE:cupy:1:100:5
+  done; done
+  echo "part,mesh,backend,threads,steps,step_ms,bte_ms,dens_ms,iter_ms,newton_per_step" > "$L/summary.csv"
+  for d in "$L"/*/; do row "$(basename "$d")" >> "$L/summary.csv"; done
+}
 case $PART in
 ab)
   [ -d "$BASE" ] || { echo "no base tree $BASE"; exit 2; }
@@ -64,30 +79,12 @@ graph)
   timeout 150 $PY -m pytest -m gpu -q -p no:cacheprovider tests/test_bsp_kernels_cuda_bte_graph.py tests/test_bsp_density_probe.py \
       tests/test_bsp_simulation.py tests/test_bsp_steady.py tests/test_bsp_contact_monitor.py tests/test_bsp_kernels_cuda_weno.py > "$L/pytest_gpu.log" 2>&1
   tail -3 "$L/pytest_gpu.log"
-  for r in 1 2 3; do for g in false true; do
-    echo "== standard round $r bte_graph $g ($((SECONDS-t0)) s)"
-    bench . std_${g}_$r --set numerics.bte_graph=$g --case $STD:cupy:1:200:5
-  done; done
-  for r in 1 2; do for g in false true; do
-    echo "== fine round $r bte_graph $g ($((SECONDS-t0)) s)"
-    bench . fine_${g}_$r --set numerics.bte_graph=$g --case $FINE:cupy:1:100:5
-  done; done
-  echo "part,mesh,backend,threads,steps,step_ms,bte_ms,dens_ms,iter_ms,newton_per_step" > "$L/summary.csv"
-  for d in "$L"/*/; do row "$(basename "$d")" >> "$L/summary.csv"; done
+  interleave bte_graph false true
   echo "== iv_step_probe ($((SECONDS-t0)) s)"
   OUT=$L timeout 150 bash tools/bsp/iv_step_probe.sh > "$L/ivp.log" 2>&1
   ;;
 tile)
-  for r in 1 2 3; do for k in walk tile; do
-    echo "== standard round $r wenox_kernel $k ($((SECONDS-t0)) s)"
-    bench . std_${k}_$r --set numerics.wenox_kernel=$k --case $STD:cupy:1:200:5
-  done; done
-  for r in 1 2; do for k in walk tile; do
-    echo "== fine round $r wenox_kernel $k ($((SECONDS-t0)) s)"
-    bench . fine_${k}_$r --set numerics.wenox_kernel=$k --case $FINE:cupy:1:100:5
-  done; done
-  echo "part,mesh,backend,threads,steps,step_ms,bte_ms,dens_ms,iter_ms,newton_per_step" > "$L/summary.csv"
-  for d in "$L"/*/; do row "$(basename "$d")" >> "$L/summary.csv"; done
+  interleave wenox_kernel walk tile
   echo "== validation with tile ($((SECONDS-t0)) s)"
   TS="--set numerics.wenox_kernel=tile"
   timeout 90 $PY -m solver run config/coarse.yaml --out /tmp/val_tile --backend cupy --no-progress $TS > "$L/validation_run.log" 2>&1
