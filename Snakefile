@@ -13,6 +13,10 @@ if not workflow.overwrite_configfiles:
     configfile: "config/config.yaml"
 
 
+# 5e-3 is a number in a --configfile as in the solver's own configs (Snakemake's loader reads YAML 1.1: a string)
+from solver.config import yaml12_numbers
+
+yaml12_numbers(config)
 validate(config, "workflow/schemas/config.schema.yaml")
 
 

@@ -1,17 +1,45 @@
 """YAML configuration validated against a JSON schema, with defaults filled from the schema.
 
 A bad value stops with :class:`ConfigError` naming the key and what is allowed, never with a
-traceback from the numerics.  ``--set key.sub=value`` overrides are parsed as YAML scalars.
+traceback from the numerics.  ``--set key.sub=value`` overrides are parsed as YAML scalars.  Both read numbers as
+YAML 1.2 does: ``1e-7`` and ``2E+3`` are floats (PyYAML's YAML 1.1 wants a dot, ``1.0e-7``, and read the others as
+strings, which the schema then refused).
 """
 from __future__ import annotations
 
 import argparse
 import copy
 import math
+import re
 import sys
 from pathlib import Path
 
 import yaml
+
+
+class _Loader(yaml.SafeLoader):
+    """yaml.SafeLoader that also reads exponent floats without a dot (1e-7, -2E+3, 5e10) as floats (YAML 1.2)."""
+
+
+_EXP_FLOAT = re.compile(r"^[-+]?[0-9][0-9_]*[eE][-+]?[0-9]+$")
+_Loader.add_implicit_resolver("tag:yaml.org,2002:float", _EXP_FLOAT, list("-+0123456789"))
+
+
+def _safe_load(text):
+    return yaml.load(text, Loader=_Loader)
+
+
+def yaml12_numbers(tree):
+    """In place, and returned: every string of a loaded YAML tree that YAML 1.2 reads as an exponent float (``1e-7``)
+    becomes that float.  For trees another loader read as YAML 1.1: Snakemake's ``--configfile`` (the Snakefile calls
+    this before validating, so ``rtol: 5e-3`` in a workflow config is a number there as in the solver's configs)."""
+    items = tree.items() if isinstance(tree, dict) else enumerate(tree) if isinstance(tree, list) else ()
+    for k, v in list(items):
+        if isinstance(v, str) and _EXP_FLOAT.match(v):
+            tree[k] = float(v.replace("_", ""))
+        else:
+            yaml12_numbers(v)
+    return tree
 
 
 class ConfigError(ValueError):
@@ -45,7 +73,7 @@ def load_yaml(path) -> dict:
         line = raw[: exc.start].count(b"\n") + 1
         raise ConfigError(f"config file {str(path)!r}, line {line}: not UTF-8 text (byte {raw[exc.start]:#04x})") from None
     try:
-        data = yaml.safe_load(text) or {}
+        data = _safe_load(text) or {}
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
         where = f", line {mark.line + 1}" if mark is not None else ""
@@ -72,7 +100,7 @@ def apply_overrides(cfg: dict, overrides) -> dict:
             if not isinstance(node, dict):
                 raise ConfigError(f"override {item!r}: {p!r} is not a section")
         try:
-            node[parts[-1]] = yaml.safe_load(raw)
+            node[parts[-1]] = _safe_load(raw)
         except yaml.YAMLError:
             raise ConfigError(f"override {item!r}: the value is not a YAML scalar") from None
     return cfg

@@ -346,6 +346,20 @@ def test_bad_config_value_names_the_key():
     assert "6x65" in (r.stdout + r.stderr) and "mesh" in (r.stdout + r.stderr)
 
 
+@needs_snakemake
+def test_exponent_numbers_in_a_configfile(tmp_path):
+    """iv.steady.rtol: 1e-1 (an exponent float without a dot, which Snakemake's YAML 1.1 loader reads as a string) is
+    a number for the workflow's schema and rules (the Snakefile's solver.config.yaml12_numbers); the same plan as 0.1."""
+    text = (REPO / "config/smoke.yaml").read_text()
+    assert "rtol: 0.1," in text
+    cfg = tmp_path / "smoke_exp.yaml"
+    cfg.write_text(text.replace("rtol: 0.1,", "rtol: 1e-1,"))
+    r = subprocess.run([sys.executable, "-m", "snakemake", "-n", "-p", "--cores", "2", "--configfile", str(cfg)],
+                       cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, (r.stdout + r.stderr)[-2000:]
+    assert "--set steady.rtol=0.1 " in r.stdout and "rtol=1e-1" not in r.stdout
+
+
 def _rules_and_captions():
     """(rule name, caption stems) of every bsp rule, read from workflow/rules/bsp.smk."""
     import re

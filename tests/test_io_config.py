@@ -92,3 +92,25 @@ def test_out_dir_checks_create_nothing(tmp_path):
     before = sorted(tmp_path.rglob("*"))
     assert io.check_out_dir(tmp_path / "new" / "run") == tmp_path / "new" / "run"
     assert sorted(tmp_path.rglob("*")) == before
+
+
+@pytest.mark.parametrize("text, value", [("1e-7", 1e-7), ("-2E+3", -2000.0), ("5e10", 5e10), ("1.0e-6", 1e-6),
+                                         (".5", 0.5), ("12", 12), ("6x65x65x300x48", "6x65x65x300x48"),
+                                         ("1e", "1e"), ("e5", "e5"), ("1e-7x", "1e-7x")])
+def test_numbers_read_as_yaml_1_2(text, value):
+    """An exponent without a dot (1e-7) is a float in --set values and in config files (YAML 1.2; PyYAML's YAML 1.1
+    read it as a string, which the schema refused as 'not of type number'); words that merely contain one stay
+    strings."""
+    got = C.apply_overrides({}, [f"a.b={text}"])["a"]["b"]
+    assert got == value and type(got) is type(value)
+
+
+def test_exponent_floats_pass_validation(tmp_path):
+    from solver.bsp.model import load
+
+    assert load(None, ["numerics.weno_eps=1e-7"])["numerics"]["weno_eps"] == 1e-7
+    f = tmp_path / "c.yaml"
+    f.write_text("numerics: {weno_eps: 1e-7}\ntime: {first_dt_s: 2e-17}\n")
+    assert C.load_yaml(f) == {"numerics": {"weno_eps": 1e-7}, "time": {"first_dt_s": 2e-17}}
+    c = load(str(f), [])
+    assert c["numerics"]["weno_eps"] == 1e-7 and c["time"]["first_dt_s"] == 2e-17
