@@ -333,6 +333,12 @@ def test_wenox_kernel_key_reaches_the_launch(emulated_cuda, bte_cases, rng, monk
         "solver.bsp.kernels.cuda.weno.weno_x [numerics.bte_kernels=fast2, numerics.wenox_kernel=walk (bsp_weno_dx)]")
     fast = mk("numerics.bte_kernels=fast", "numerics.wenox_kernel=tile")
     assert kernels.implementations(fast, be)["WENO_x"] == "solver.bsp.kernels.cuda.weno.weno_x [numerics.bte_kernels=fast]"
+    tiny = mk("numerics.weno_eps=1.0e-31")  # fast2 below FAST2_MIN_EPS: fast's faces and the walk run
+    assert cw.x_kernel(tiny, 1e-31, 9) == ("bsp_weno_dx", {"BSP_WENO_FAST": 1})
+    assert kernels.implementations(tiny, be)["WENO_x"] == (
+        "solver.bsp.kernels.cuda.weno.weno_x [numerics.bte_kernels=fast2 (as fast: numerics.weno_eps below 1e-30)]")
+    assert kernels.implementations(tiny, be)["RK_wphi"].endswith("[numerics.bte_kernels=fast2 (as fast: "
+                                                                "numerics.weno_eps below 1e-30)]")
     with pytest.raises(Exception, match="wenox_kernel"):
         mk("numerics.wenox_kernel=rows")
 

@@ -73,6 +73,9 @@ PHASES = tuple(REFERENCE)
 FAST_ONLY = frozenset({"RK", "RK_wphi", "overlap"})  # fast paths that run only with numerics.bte_kernels: fast (or fast2)
 BTE_VARIANT_PHASES = ("WENO_x", "WENO_w", "WENO_phi", "RK", "RK_wphi")  # cupy kernels chosen by numerics.bte_kernels
 FAST2_PHASES = ("RK_wphi", "WENO_x")  # cupy kernels with fast2 faces (weno.cu BSP_WENO_FAST2); the others run fast's
+# fast2's faces divide by s >= eps^4 (x, w faces) and s+ s- >= 100 eps^8 (phi pair): below this WENO eps the fast2
+# kernels build fast's faces (kernels/cuda/weno.py, rk.py)
+FAST2_MIN_EPS = 1e-30
 
 
 def _cupy():
@@ -239,10 +242,20 @@ def wenox_kernel(model) -> str:
     return _numerics(model, "wenox_kernel", "tile")
 
 
+def _fast2_eps(model) -> bool:
+    """numerics.weno_eps (default 1e-6) is at least FAST2_MIN_EPS: fast2's faces can run."""
+    try:
+        return float(model.cfg["numerics"]["weno_eps"]) >= FAST2_MIN_EPS
+    except (KeyError, TypeError):
+        return True
+
+
 def _bte_label(model, backend, name: str) -> str:
     v = bte_variant(model)
     if v == "fast2" and not (backend.name == "cupy" and name in FAST2_PHASES):
         return "numerics.bte_kernels=fast2 (as fast)"
+    if v == "fast2" and not _fast2_eps(model):
+        return f"numerics.bte_kernels=fast2 (as fast: numerics.weno_eps below {FAST2_MIN_EPS:g})"
     if v == "fast2" and name == "WENO_x":
         k = wenox_kernel(model)
         return f"numerics.bte_kernels=fast2, numerics.wenox_kernel={k} ({'bsp_weno_dx_tile' if k == 'tile' else 'bsp_weno_dx'})"

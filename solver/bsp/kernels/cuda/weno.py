@@ -27,6 +27,7 @@ import numpy as np
 import cupy as cp
 
 from solver.bsp import weno as _weno
+from solver.bsp import kernels
 from solver.bsp.kernels import bte_fast, bte_variant, f64, wenox_kernel
 from solver.bsp.kernels.cuda import _build
 
@@ -47,7 +48,7 @@ TILE_X_WARPS = 8
 TILE_X_SEG = 66
 TILE_X_MINB = 6
 # fast2's faces divide by s >= eps^4 (x, w faces) and s+ s- >= 100 eps^8 (phi pair): below this WENO eps, fast's faces
-FAST2_MIN_EPS = 1e-30
+FAST2_MIN_EPS = kernels.FAST2_MIN_EPS
 
 
 def _defines(model, **extra):
