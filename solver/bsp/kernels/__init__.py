@@ -258,7 +258,8 @@ def _bte_label(model, backend, name: str) -> str:
         return f"numerics.bte_kernels=fast2 (as fast: numerics.weno_eps below {FAST2_MIN_EPS:g})"
     if v == "fast2" and name == "WENO_x":
         k = wenox_kernel(model)
-        return f"numerics.bte_kernels=fast2, numerics.wenox_kernel={k} ({'bsp_weno_dx_tile' if k == 'tile' else 'bsp_weno_dx'})"
+        kernel = "bsp_weno_dx_tile" if k == "tile" else "bsp_weno_dx"
+        return f"numerics.bte_kernels=fast2, numerics.wenox_kernel={k} ({kernel})"
     return f"numerics.bte_kernels={v}"
 
 
