@@ -34,6 +34,24 @@ bench() {
       --out "$L/$name" > "$L/$name.log" 2>&1 ) || echo "bench $name: exit $?"
 }
 row() { tail -n +2 "$L/$1/steps.csv" 2>/dev/null | cut -d, -f1-9 | sed "s/^/$1,/"; }
+# validate_repeat LIMIT TAG [OPTIONS...]: the coarse 0.1 ps validation (cupy, LIMIT s) and two 10-step standard runs
+# compared byte for byte, both with OPTIONS; TAG ("" or a name) names the /tmp folders and the lines of bitwise.txt
+validate_repeat() {
+  local lim=$1 tag=$2 r f; shift 2
+  local v=/tmp/val${tag:+_$tag} rp=/tmp/rep${tag:+_$tag}
+  echo "== validation${tag:+ with $tag} ($((SECONDS-t0)) s)"
+  timeout "$lim" $PY -m solver run config/coarse.yaml --out "$v" --backend cupy --no-progress "$@" > "$L/validation_run.log" 2>&1
+  $PY -m solver bsp validate "$v" --csv "$L/validation_coarse.csv" > "$L/validate.log" 2>&1; tail -7 "$L/validate.log"
+  cp "$v/run.json" "$L/validation_run.json"
+  echo "== bitwise${tag:+ with $tag} ($((SECONDS-t0)) s)"
+  for r in 1 2; do
+    timeout 40 $PY -m solver run config/standard.yaml --out "${rp}_$r" --set time.steps=10 --set time.t_end_ps=null \
+      --set output.checkpoint_every_steps=0 --no-progress --backend cupy "$@" > "$L/repeat_$r.log" 2>&1
+  done
+  for f in profiles.csv scalars.csv; do
+    cmp "${rp}_1/$f" "${rp}_2/$f" && echo "standard${tag:+ $tag} $f identical"
+  done 2>&1 | tee "$L/bitwise.txt"
+}
 # interleave KEY V1 V2: numerics.KEY = V1 / V2 interleaved, each a process: the standard mesh 3 rounds (200 steps after
 # 5), the fine mesh 2 rounds (100 after 5), runs named std_<V>_<round> / fine_<V>_<round>; $L/summary.csv of them
 interleave() {
@@ -85,15 +103,7 @@ graph)
   ;;
 tile)
   interleave wenox_kernel walk tile
-  echo "== validation with tile ($((SECONDS-t0)) s)"
-  TS="--set numerics.wenox_kernel=tile"
-  timeout 90 $PY -m solver run config/coarse.yaml --out /tmp/val_tile --backend cupy --no-progress $TS > "$L/validation_run.log" 2>&1
-  $PY -m solver bsp validate /tmp/val_tile --csv "$L/validation_coarse.csv" > "$L/validate.log" 2>&1; tail -7 "$L/validate.log"
-  cp /tmp/val_tile/run.json "$L/validation_run.json"
-  echo "== bitwise with tile ($((SECONDS-t0)) s)"
-  SC="--set time.steps=10 --set time.t_end_ps=null --set output.checkpoint_every_steps=0 --no-progress --backend cupy $TS"
-  for r in 1 2; do timeout 40 $PY -m solver run config/standard.yaml --out /tmp/rep_tile_$r $SC > "$L/repeat_$r.log" 2>&1; done
-  for f in profiles.csv scalars.csv; do cmp /tmp/rep_tile_1/$f /tmp/rep_tile_2/$f && echo "standard tile $f identical"; done 2>&1 | tee "$L/bitwise.txt"
+  validate_repeat 90 tile --set numerics.wenox_kernel=tile
   ;;
 checks)
   echo "== gpu tests ($((SECONDS-t0)) s)"
@@ -171,14 +181,7 @@ lean)
       tests/test_bsp_kernels_cuda_precompile.py tests/test_bsp_iter_graph.py \
       tests/test_bsp_kernels_cuda_rk.py::test_gpu_run_with_rk_fast_path_resumes_bitwise} > "$L/pytest_gpu.log" 2>&1
   tail -3 "$L/pytest_gpu.log"
-  echo "== validation ($((SECONDS-t0)) s)"
-  timeout 60 $PY -m solver run config/coarse.yaml --out /tmp/val --backend cupy --no-progress > "$L/validation_run.log" 2>&1
-  $PY -m solver bsp validate /tmp/val --csv "$L/validation_coarse.csv" > "$L/validate.log" 2>&1; tail -7 "$L/validate.log"
-  cp /tmp/val/run.json "$L/validation_run.json"
-  echo "== bitwise ($((SECONDS-t0)) s)"
-  SC="--set time.steps=10 --set time.t_end_ps=null --set output.checkpoint_every_steps=0 --no-progress --backend cupy"
-  for r in 1 2; do timeout 40 $PY -m solver run config/standard.yaml --out /tmp/rep_$r $SC > "$L/repeat_$r.log" 2>&1; done
-  for f in profiles.csv scalars.csv; do cmp /tmp/rep_1/$f /tmp/rep_2/$f && echo "standard $f identical"; done 2>&1 | tee "$L/bitwise.txt"
+  validate_repeat 60 ""
   echo "== cupy bench ($((SECONDS-t0)) s)"
   bench . bench_cupy --case $STD:cupy:1:200:5 --case $NZ129:cupy:1:200:5
   echo "part,mesh,backend,threads,steps,step_ms,bte_ms,dens_ms,iter_ms,newton_per_step" > "$L/summary.csv"
