@@ -451,18 +451,19 @@ def test_iv_folder_puts_a_second_study_beside_the_first(tmp_path):
 
 
 @needs_snakemake
-def test_iv_standard_config_plans_eleven_points_on_the_standard_mesh():
-    """config/iv_standard.yaml: 11 points on 6x65x65x300x48 under iv_standard/, the hybrid rule and 2.5 ps at
-    V_G = -0.2 V, the authors' rule and 0.8 ps above; no other study's job."""
+def test_iv_standard_config_plans_twelve_points_on_the_standard_mesh():
+    """config/iv_standard.yaml: 12 points on 6x65x65x300x48 under iv_standard/ (-0.3 V only at 0.4 V: iv.skip), the
+    hybrid rule and 2.5 ps at V_G <= -0.2 V, the authors' rule and 0.8 ps above; no other study's job."""
     r = subprocess.run([sys.executable, "-m", "snakemake", "iv_collect", "-n", "-p", "--forceall", "--cores", "2",
                         "--configfile", "config/iv_standard.yaml"], cwd=REPO,
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr[-2000:]
     cmds = [ln for ln in (r.stdout + r.stderr).splitlines() if " -m solver run " in ln]
-    assert len(cmds) == 11, cmds
+    assert len(cmds) == 12, cmds
+    assert sum("/vg-0.300_vds" in c for c in cmds) == 1 and any("/vg-0.300_vds0.400" in c for c in cmds)
     for c in cmds:
         assert "/iv_standard/runs/6x65x65x300x48/cupy_t1/vg" in c and "--set mesh.NX=65" in c and "--set mesh.NW=300" in c
-        low = "/vg-0.200_vds" in c
+        low = "/vg-0.200_vds" in c or "/vg-0.300_vds" in c
         assert ("numerics.contact_rule=hybrid" in c) == low, c
         assert ("--gpu own " in c) == low and ("--gpu auto " in c) != low, c  # iv.long_points_gpu: own
         assert ("time.t_end_ps=2.5 " in c) == low and ("time.t_end_ps=0.8 " in c) != low, c

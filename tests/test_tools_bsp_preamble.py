@@ -26,6 +26,7 @@ SCRIPTS = {
     "iv_fault_probe.sh": (None, "require"),
     "iv_racecheck_device.sh": ("/tmp/iv_out", "require"),
     "tile_hold_device.sh": (None, "require"),
+    "point_checks_device.sh": (None, "require"),
 }
 
 

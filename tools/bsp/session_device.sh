@@ -7,7 +7,7 @@
 #               numba 16 threads standard (20 after 2; the first run of each tree fills its JIT cache)
 #       checks  every gpu test, the coarse 0.1 ps validation (cupy, defaults), two 10-step runs each of
 #               the coarse, 6x65x129 and standard meshes compared byte for byte
-#       final   a lean call for the final code: gpu tests, validation, bitwise, start-up, the cupy bench
+#       final   a lean call for the final code: gpu tests (FINAL_TESTS=0: none), validation, bitwise, start-up, the cupy bench
 #       x4      a final call on a 4-GPU host: the parts above in parallel lanes (below)
 #       fast2   numerics.bte_kernels fast2 as a default candidate: kernel A/B, tests, validation, bitwise
 #       tile    numerics.wenox_kernel tile against walk (issue #13): the standard mesh 3 rounds (200 after 5) and the
@@ -146,9 +146,12 @@ final)
   # one lean call for a session's final code (~8-9 min on an H200): every gpu test, the coarse validation,
   # two 10-step runs each of the coarse and standard meshes byte for byte, the start-up
   # (tools/bsp/startup_device.sh, this tree only), and the cupy bsp_bench cases of config/gpu.yaml
-  # (200 after 5) plus the standard mesh with numerics.iter_graph=false for the same-call comparison
-  echo "== gpu tests ($((SECONDS-t0)) s)"
-  timeout $(left 300) $PY -m pytest -m gpu -q -p no:cacheprovider tests > "$L/pytest_gpu.log" 2>&1; tail -3 "$L/pytest_gpu.log"
+  # (200 after 5) plus the standard mesh with numerics.iter_graph=false for the same-call comparison;
+  # FINAL_TESTS=0: without the gpu tests (a caller that ran them in another call: tools/bsp/point_checks_device.sh)
+  if [ "${FINAL_TESTS:-1}" != 0 ]; then
+    echo "== gpu tests ($((SECONDS-t0)) s)"
+    timeout $(left 300) $PY -m pytest -m gpu -q -p no:cacheprovider tests > "$L/pytest_gpu.log" 2>&1; tail -3 "$L/pytest_gpu.log"
+  fi
   echo "== validation ($((SECONDS-t0)) s)"
   timeout 90 $PY -m solver run config/coarse.yaml --out /tmp/val --backend cupy --no-progress > "$L/validation_run.log" 2>&1
   $PY -m solver bsp validate /tmp/val --csv "$L/validation_coarse.csv" > "$L/validate.log" 2>&1; tail -7 "$L/validate.log"
