@@ -14,7 +14,7 @@ import importlib.util
 import sys
 
 from solver.backend import BackendUnavailable
-from solver.config import ConfigError, RunFault
+from solver.config import ConfigError, Interrupted, RunFault
 from solver.gpuslot import gpu_option
 
 # command -> the module that registers it (the order of the modules is the order of --help)
@@ -85,7 +85,9 @@ def _info(args) -> int:
 
 def main(argv=None) -> int:
     """Run one command.  A bad input (ConfigError, BackendUnavailable) is one line on stderr and exit
-    code 2, a numerical fault during a run (RunFault) one line and exit code 3: no traceback."""
+    code 2, a numerical fault during a run (RunFault) one line and exit code 3, a run stopped by SIGINT
+    or SIGTERM (Interrupted: checkpointed at the step's end) one line and exit code 128 + the signal
+    (130, 143): no traceback."""
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser(argv)
     try:
@@ -104,6 +106,9 @@ def main(argv=None) -> int:
     except RunFault as exc:
         print(f"fault: {_one_line(exc)}", file=sys.stderr)
         return 3
+    except Interrupted as exc:  # SIGINT / SIGTERM, taken at a step's end with a checkpoint written
+        print(f"stopped: {_one_line(exc)}", file=sys.stderr)
+        return 128 + exc.signum
 
 
 def _one_line(exc) -> str:

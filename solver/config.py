@@ -62,6 +62,16 @@ class RunFault(RuntimeError):
     the message names the step, stage and phase and the checkpoint kept.  Exit code 3."""
 
 
+class Interrupted(RuntimeError):
+    """A run stopped by SIGINT or SIGTERM (Ctrl-C, ``kill``, SLURM's time limit or preemption, Snakemake
+    stopping its jobs): the signal was taken at the end of a step and a checkpoint of that step written,
+    so the same command resumes the run.  ``signum``: the signal; exit code 128 + signum (130, 143)."""
+
+    def __init__(self, message: str, signum: int):
+        super().__init__(message)
+        self.signum = signum
+
+
 def load_yaml(path) -> dict:
     path = Path(path)
     if not path.is_file():

@@ -24,7 +24,7 @@ from solver.backend import get_backend
 from solver.bsp import bte, dens, output, poisson, scattering, schrodinger, steady
 from solver.bsp import kernels
 from solver.bsp.model import Model, check_memory, gate_volts
-from solver.config import ConfigError, RunFault, SourceFaulted
+from solver.config import ConfigError, Interrupted, RunFault, SourceFaulted
 from solver.timing import PhaseTimer
 
 if TYPE_CHECKING:  # pandas is imported where tables are written (start-up: docs/performance-startup.md)
@@ -631,7 +631,56 @@ class Simulation:
         cannot: a retry that fails to start leaves the fault) ends the run (raised, its message
         naming the ramp's retries, _ramp_note); with output.on_fault = record the folder first gets
         the fault's record (_record_fault), and a continuation source that is a fault marker is
-        recorded as this run's fault (_source_fault).  A start-up fault is raised as it is."""
+        recorded as this run's fault (_source_fault).  A start-up fault is raised as it is.
+        SIGINT or SIGTERM during the run (in the main thread) stops it at the end of the step: a
+        checkpoint of that step, then :class:`Interrupted` (_stop_signals, _take_stop)."""
+        with self._stop_signals():
+            return self._run(resume, overwrite)
+
+    @contextlib.contextmanager
+    def _stop_signals(self):
+        """SIGINT and SIGTERM while the run goes on (Ctrl-C, ``kill``, a batch system's time limit or
+        preemption, Snakemake stopping its jobs, ``timeout``): the first only sets ``_stop_signal``,
+        which the time loop takes at the end of the step (_take_stop: a checkpoint, then Interrupted),
+        so a stopped run loses no step; a second one stops at once (KeyboardInterrupt), as the default
+        SIGINT would.  The earlier handlers come back afterwards.  Outside the main thread (where
+        Python cannot install handlers) nothing changes."""
+        import signal
+        import threading
+
+        self._stop_signal = None
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+
+        def handler(signum, frame):  # no output here: the main thread may be inside a write to the log
+            if self._stop_signal is not None:
+                raise KeyboardInterrupt
+            self._stop_signal = signum
+
+        old = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            yield
+        finally:
+            for sig, h in old.items():
+                signal.signal(sig, h)
+
+    def _take_stop(self) -> None:
+        """The time loop's answer to a stop signal (_stop_signals), between two steps: a checkpoint of
+        this step (where the run has a folder), then Interrupted naming the signal, the step and how to
+        resume (exit code 128 + the signal through the CLI)."""
+        import signal
+
+        st, sig = self.state, self._stop_signal
+        where = f"{signal.Signals(sig).name} at step {st.step}, t = {st.t * self.model.scales.t * 1e12:.4f} ps"
+        if self.out is None:
+            raise Interrupted(f"{where}: no output folder, nothing kept", sig)
+        if getattr(self, "_checkpoint_step", None) != st.step or not (self.out / CHECKPOINT).exists():
+            self.save_checkpoint()  # (not twice: the periodic checkpoint of this step may be written already)
+        raise Interrupted(f"{where}: checkpoint written ({self.out / CHECKPOINT}); the same command resumes "
+                          f"the run", sig)
+
+    def _run(self, resume: bool, overwrite: bool) -> dict:
         self._wall0 = wall0 = time.perf_counter()
         self._wall_before = 0.0
         self._timer_rows: list[dict] = []
@@ -692,6 +741,8 @@ class Simulation:
         bar = Progress(self, enabled=self.progress)
         try:
             while not self.done():
+                if getattr(self, "_stop_signal", None) is not None:
+                    self._take_stop()
                 self.step()
                 st = self.state
                 need_host = (st.step % oc["scalars_every"] == 0) or self.done()
