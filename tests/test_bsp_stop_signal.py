@@ -118,3 +118,47 @@ def test_cli_sigterm_exits_143_with_a_checkpoint_and_the_same_command_resumes(tm
     assert r.returncode == 0, r.stderr[-2000:]
     assert f"at step {k}" in r.stderr and "resumed from" in r.stderr
     assert int(pd.read_csv(out / "scalars.csv")["step"].iloc[-1]) == 300
+
+
+def test_an_interrupted_workflow_resumes_its_point_from_the_signal_checkpoint(tmp_path):
+    """Ctrl-C on `snakemake` (SIGINT to its process group, as a terminal sends it): the running I-V point takes it at
+    the end of its step, checkpoints and exits 130; `snakemake` again reruns the incomplete job, which resumes from
+    that step and finishes, and the study's tables are made."""
+    import yaml
+
+    cfg = yaml.safe_load((REPO / "config" / "smoke.yaml").read_text())
+    for study in ("bsp", "vecops", "collision", "rgf"):
+        cfg[study] = {"enabled": False}
+    cfg["results_dir"] = str(tmp_path / "results")
+    cfg["iv"].update(vg=[0.3, 0.5], idvg_vds=[0.1], idvd_vg=[0.5], vds=[0.1, 0.2], skip=[[0.3, 0.1], [0.5, 0.2]],
+                     continuation=False,  # one point, 0.5 V / 0.1 V, run to t_max (no steady stop)
+                     set=["output.checkpoint_every_steps=20"],
+                     steady={"window_ps": 0.01, "rtol": 1e-9, "conservation_tol": 1e-9, "t_max_ps": 0.4})
+    cf = tmp_path / "interrupt.yaml"
+    cf.write_text(yaml.safe_dump(cfg))
+    cmd = [sys.executable, "-m", "snakemake", "iv_collect", "--cores", "1", "--configfile", str(cf), "--nolock"]
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    p = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                         start_new_session=True)
+    t0 = time.monotonic()
+    ck = []
+    while not ck and p.poll() is None and time.monotonic() - t0 < 180:
+        time.sleep(0.1)
+        ck = list((tmp_path / "results").glob("*/iv/runs/*/*/vg*/checkpoint.h5"))
+    if not ck:
+        p.kill()
+        pytest.fail("the point wrote no checkpoint: " + p.communicate()[0][-3000:])
+    os.killpg(p.pid, signal.SIGINT)
+    out, _ = p.communicate(timeout=120)
+    assert p.returncode != 0, out[-2000:]
+    log = next((tmp_path / "results").glob("*/iv/logs/point_*.log"))
+    text = log.read_text()
+    assert "stopped: SIGINT at step" in text, text[-2000:]
+    k = int(text.split("stopped: SIGINT at step ")[1].split(",")[0])
+    with h5py.File(ck[0], "r") as f:
+        assert int(f.attrs["step"]) == k
+    r = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
+    text = log.read_text()
+    assert f"at step {k}" in text and "resumed from" in text, text[-2000:]
+    assert list((tmp_path / "results").glob("*/iv/figures_of_merit.csv"))
