@@ -123,7 +123,8 @@ def _gpu_slot():
 # a point that faulted with stop resumes from its checkpoint with record (the I-V workflow's).
 # numerics.wenox_kernel chooses between two kernels with the same bits (walk, tile; docs/performance-bte-kernels.md
 # section 20.5): its default changed from walk to tile, and checkpoints written before (with or without the key) resume.
-HASH_NEUTRAL = (("output", "on_fault"), ("numerics", "wenox_kernel"))
+# output.checkpoint_every_s (a wall-clock checkpoint interval) decides only where checkpoints fall, never a result.
+HASH_NEUTRAL = (("output", "on_fault"), ("numerics", "wenox_kernel"), ("output", "checkpoint_every_s"))
 
 
 def config_hash(config) -> str:

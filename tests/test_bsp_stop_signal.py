@@ -162,3 +162,58 @@ def test_an_interrupted_workflow_resumes_its_point_from_the_signal_checkpoint(tm
     text = log.read_text()
     assert f"at step {k}" in text and "resumed from" in text, text[-2000:]
     assert list((tmp_path / "results").glob("*/iv/figures_of_merit.csv"))
+
+
+# ------------------------------------------------------------------ output.checkpoint_every_s
+class CountsCheckpoints(Simulation):
+    def save_checkpoint(self, *a, **k):
+        self.saved = getattr(self, "saved", []) + [self.state.step]
+        return super().save_checkpoint(*a, **k)
+
+
+@pytest.mark.parametrize("every_s, steps_every, expect", [
+    (1e-9, 0, [1, 2, 3, 4]),  # due after every step (not after the last: the run is done)
+    (3600.0, 0, []),  # never due in a short run
+    (None, 2, [2, 4]),  # off: the step interval alone
+    (3600.0, 2, [2, 4]),  # both: whichever is due
+], ids=["every-step", "never", "off", "with-steps"])
+def test_checkpoint_every_s_checkpoints_by_wall_time(tmp_path, every_s, steps_every, expect):
+    every = "null" if every_s is None else every_s
+    s = CountsCheckpoints(cfg_of(5, f"output.checkpoint_every_steps={steps_every}", f"output.checkpoint_every_s={every}"),
+                          get_backend("numpy"), tmp_path, progress=False)
+    s.run()
+    assert getattr(s, "saved", []) == expect
+
+
+def test_checkpoint_every_s_is_hash_neutral_and_resumes_bitwise(tmp_path):
+    """The wall-clock interval decides only where checkpoints fall: left out of the configuration hash, and a run
+    stopped at a checkpoint it placed resumes to the uninterrupted result (under another interval too)."""
+    from solver import provenance
+
+    base, timed = cfg_of(6, "output.checkpoint_every_steps=0"), cfg_of(6, "output.checkpoint_every_steps=0",
+                                                                           "output.checkpoint_every_s=1e-9")
+    assert base["output"]["checkpoint_every_s"] is None
+    assert provenance.config_hash(base) == provenance.config_hash(timed)
+    assert provenance.config_hash(base) != provenance.config_hash(cfg_of(6, "output.checkpoint_every_steps=3"))
+    a, b = tmp_path / "a", tmp_path / "b"
+    Simulation(base, get_backend("numpy"), a, progress=False).run()
+
+    class DiesAfter4(Simulation):
+        def step(self):
+            super().step()
+            if self.state.step == 4:
+                raise RuntimeError("killed")
+
+    with pytest.raises(RuntimeError, match="killed"):
+        DiesAfter4(timed, get_backend("numpy"), b, progress=False).run()
+    with h5py.File(b / CHECKPOINT, "r") as f:
+        assert f.attrs["step"] == 3  # the checkpoint after step 3; step 4's was not written
+    Simulation(base, get_backend("numpy"), b, progress=False).run()  # resumed without the interval
+    _same_run(a, b)
+
+
+def test_checkpoint_every_s_must_not_be_negative():
+    from solver.config import ConfigError
+
+    with pytest.raises(ConfigError, match="checkpoint_every_s"):
+        cfg_of(2, "output.checkpoint_every_s=-1")

@@ -311,7 +311,7 @@ class Simulation:
             kept = (f"the last good checkpoint {ck}" + ("" if step is None else f" (step {step})")
                     + " is kept: the same command resumes from it")
         else:
-            kept = "no checkpoint was written yet (output.checkpoint_every_steps)"
+            kept = "no checkpoint was written yet (output.checkpoint_every_steps, checkpoint_every_s)"
         err = RunFault(f"step {self.state.step + 1}, RK stage {stage + 1}, phase {phase}: {what}; {kept}")
         err.step, err.phase = self.state.step + 1, phase  # read by _write_fault_record (output.on_fault = record)
         return err
@@ -739,6 +739,8 @@ class Simulation:
         s = self.model.scales
         next_snap_t = (math.floor(self.state.t * s.t * 1e12 / oc["every_ps"]) + 1) * oc["every_ps"] if oc["every_ps"] else math.inf
         bar = Progress(self, enabled=self.progress)
+        every_s = oc.get("checkpoint_every_s") or 0.0
+        last_ck = time.perf_counter()  # output.checkpoint_every_s: from this process's start or last checkpoint
         try:
             while not self.done():
                 if getattr(self, "_stop_signal", None) is not None:
@@ -754,8 +756,12 @@ class Simulation:
                         self.write_snapshot(host)
                         if oc["every_ps"]:
                             next_snap_t += oc["every_ps"]
-                if oc["checkpoint_every_steps"] and st.step % oc["checkpoint_every_steps"] == 0 and not self.done():
+                due = oc["checkpoint_every_steps"] and st.step % oc["checkpoint_every_steps"] == 0
+                if every_s and not due:
+                    due = time.perf_counter() - last_ck >= every_s
+                if due and not self.done():
                     self.save_checkpoint()
+                    last_ck = time.perf_counter()
                 bar.update()
         finally:
             bar.close()
