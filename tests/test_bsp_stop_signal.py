@@ -88,6 +88,18 @@ def test_a_second_signal_stops_at_once(tmp_path):
     assert not (tmp_path / CHECKPOINT).exists()
 
 
+def test_an_ignored_signal_stays_ignored(tmp_path):
+    """SIGINT ignored by the process (a shell's background job, nohup): the run goes on to its end."""
+    old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        s = SignalsAt(cfg_of(4, "output.checkpoint_every_steps=0"), get_backend("numpy"), tmp_path, progress=False,
+                      n=2, sig=signal.SIGINT)
+        assert s.run()["summary"]["steps"] == 4
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, old)
+
+
 def test_a_run_without_a_folder_stops_without_a_checkpoint():
     s = SignalsAt(cfg_of(4), get_backend("numpy"), None, progress=False, n=1)
     with pytest.raises(Interrupted, match="no output folder, nothing kept"):

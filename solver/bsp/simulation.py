@@ -643,7 +643,8 @@ class Simulation:
         preemption, Snakemake stopping its jobs, ``timeout``): the first only sets ``_stop_signal``,
         which the time loop takes at the end of the step (_take_stop: a checkpoint, then Interrupted),
         so a stopped run loses no step; a second one stops at once (KeyboardInterrupt), as the default
-        SIGINT would.  The earlier handlers come back afterwards.  Outside the main thread (where
+        SIGINT would.  The earlier handlers come back afterwards.  A signal the process ignores (SIGINT
+        in a job a shell started with ``&``, ``nohup``) stays ignored; outside the main thread (where
         Python cannot install handlers) nothing changes."""
         import signal
         import threading
@@ -658,7 +659,8 @@ class Simulation:
                 raise KeyboardInterrupt
             self._stop_signal = signum
 
-        old = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+        old = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)
+               if signal.getsignal(sig) is not signal.SIG_IGN}
         try:
             yield
         finally:

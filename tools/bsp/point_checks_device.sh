@@ -6,7 +6,8 @@
 #   `solver run` with rule iv_point's settings (iv.run_sets, the mesh, iv.set, on_fault record) except
 #   output.checkpoint_every_steps = POINT_CKPT (default 2500 instead of the study's 500: a standard-mesh checkpoint
 #   is 135+ MB; the bits do not depend on the interval, a resumed run equals an unbroken one).  In
-#   scratch/point/<name>; stopped by SIGINT at the lane's limit, it resumes from its checkpoint in the next call.
+#   scratch/point/<name>; stopped by SIGINT at the lane's limit (since de71e91 the run writes a checkpoint of its step
+#   on it), it resumes from its checkpoint in the next call.
 #   $OUT/point/: the log, run.json and profiles.csv once it has finished, and every call the current trace every
 #   20 steps (from the checkpoint while it runs: tools/bsp/run_scalars.py).
 # GPU 1, the checks lane: tasks in order, each once (markers in scratch/checks), as far as the limit allows:
