@@ -53,6 +53,9 @@ echo "== snakemake ($((SECONDS-t0)) s)"
 # a call cut by SIGINT leaves .snakemake/ locked and its jobs incomplete: unlock, rerun those
 "${SMK[@]}" --unlock > /dev/null 2>&1
 left=$(( LIMIT - (SECONDS - t0) - 45 ))  # 45 s to stop, collect and pack
+if [ "$left" -lt 1 ]; then  # a slow warm-up ate the call: timeout would refuse the interval; collect and pack only
+  echo "no time left for Snakemake in this call (${left} s after the warm-up): call again"; left=0
+fi
 # the points with the longer time limit (iv.steady.t_max_low_vg) first, so that the longest runs do not
 # start last (with IV_GPU_SLOTS = the GPU count, one point per GPU: list scheduling, longest first)
 LONG=$(python3 -c "
@@ -64,7 +67,7 @@ for g, d in iv.points(c):
     if iv.t_max_ps(c, g) > base:
         print('$D/runs/' + c['mesh'] + '/cupy_t1/' + iv.point_name(g, d, c.get('bottom_gate_V')) + '/run.json')")
 PRIO=(); [ -n "$LONG" ] && [ -z "${IV_TARGET:-}" ] && PRIO=(--prioritize $LONG)  # (--prioritize adds its files as targets)
-timeout -s INT -k 20 "$left" "${SMK[@]}" "${PRIO[@]}" --resources gpu="${IV_GPU_SLOTS:-$((16 * NGPU))}" --keep-going --rerun-incomplete \
+[ "$left" -gt 0 ] && timeout -s INT -k 20 "$left" "${SMK[@]}" "${PRIO[@]}" --resources gpu="${IV_GPU_SLOTS:-$((16 * NGPU))}" --keep-going --rerun-incomplete \
   --rerun-triggers params input > "$OUT/snakemake_$n.log" 2>&1
 echo "snakemake rc=$? ($((SECONDS-t0)) s; 124: cut at the limit, call again)"; tail -3 "$OUT/snakemake_$n.log"
 "${SMK[@]}" -n --quiet rules --rerun-triggers params input > "$OUT/status_$n.txt" 2>&1

@@ -42,6 +42,8 @@ from pathlib import Path
 MIN_BYTES = 64 * 1024
 BIG_BYTES = 16 * 2**20
 MAIN_PHASES = ("step", "step/BTE", "step/DENS", "step/ITER")
+# "weno_dx" names the x term's kernel as weno.x_into launches it: bsp_weno_dx_tile since the tile became the default
+# (f500f1d; numerics.wenox_kernel), bsp_weno_dx (the walk) before; the name stays for the committed CSV columns
 KERNELS = ("scat_gain", "scat_loss", "weno_dx", "wphi_rk", "copy", "overlap")
 SPIN_CYCLES = 400_000  # ~0.2 ms at 1.98 GHz: hides the host's launch time of the timed call
 CLOCK_CYCLES = 20_000_000  # ~10 ms: the clock probe
