@@ -467,3 +467,20 @@ def test_iv_standard_config_plans_twelve_points_on_the_standard_mesh():
         assert ("numerics.contact_rule=hybrid" in c) == low, c
         assert ("--gpu own " in c) == low and ("--gpu auto " in c) != low, c  # iv.long_points_gpu: own
         assert ("time.t_end_ps=2.5 " in c) == low and ("time.t_end_ps=0.8 " in c) != low, c
+
+
+@needs_snakemake
+def test_iv_standard_hold_config_plans_the_twelve_points_with_hold_and_timed_checkpoints():
+    """config/iv_standard_hold.yaml (planned, docs/iv.md §22): the same 12 points under iv_standard_hold/, every one with
+    steady.hold_windows 1 and checkpoints by wall time only; 1.5 ps above threshold, 2.5 ps below."""
+    r = subprocess.run([sys.executable, "-m", "snakemake", "iv_collect", "-n", "-p", "--forceall", "--cores", "2",
+                        "--configfile", "config/iv_standard_hold.yaml"], cwd=REPO,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    cmds = [ln for ln in (r.stdout + r.stderr).splitlines() if " -m solver run " in ln]
+    assert len(cmds) == 12, cmds
+    for c in cmds:
+        assert "/iv_standard_hold/runs/6x65x65x300x48/cupy_t1/vg" in c and "--set steady.hold_windows=1" in c, c
+        assert "--set output.checkpoint_every_steps=0 --set output.checkpoint_every_s=120 " in c, c
+        low = "/vg-0.200_vds" in c or "/vg-0.300_vds" in c
+        assert ("time.t_end_ps=2.5 " in c) == low and ("time.t_end_ps=1.5 " in c) != low, c
