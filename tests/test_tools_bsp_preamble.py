@@ -27,6 +27,7 @@ SCRIPTS = {
     "iv_racecheck_device.sh": ("/tmp/iv_out", "require"),
     "tile_hold_device.sh": (None, "require"),
     "point_checks_device.sh": (None, "require"),
+    "racecheck_probe_device.sh": (None, "require"),
 }
 
 
