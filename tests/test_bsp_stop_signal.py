@@ -197,7 +197,7 @@ def test_checkpoint_every_s_checkpoints_by_wall_time(tmp_path, every_s, steps_ev
     assert getattr(s, "saved", []) == expect
 
 
-def test_checkpoint_every_s_is_hash_neutral_and_resumes_bitwise(tmp_path):
+def test_checkpoint_every_s_is_hash_neutral_and_resumes_bitwise(tmp_path, dies_after):
     """The wall-clock interval decides only where checkpoints fall: left out of the configuration hash, and a run
     stopped at a checkpoint it placed resumes to the uninterrupted result (under another interval too)."""
     from solver import provenance
@@ -209,15 +209,9 @@ def test_checkpoint_every_s_is_hash_neutral_and_resumes_bitwise(tmp_path):
     assert provenance.config_hash(base) != provenance.config_hash(cfg_of(6, "output.checkpoint_every_steps=3"))
     a, b = tmp_path / "a", tmp_path / "b"
     Simulation(base, get_backend("numpy"), a, progress=False).run()
-
-    class DiesAfter4(Simulation):
-        def step(self):
-            super().step()
-            if self.state.step == 4:
-                raise RuntimeError("killed")
-
-    with pytest.raises(RuntimeError, match="killed"):
-        DiesAfter4(timed, get_backend("numpy"), b, progress=False).run()
+    s = dies_after(timed, get_backend("numpy"), b, progress=False, n=4)
+    with pytest.raises(dies_after.Interrupted):
+        s.run()
     with h5py.File(b / CHECKPOINT, "r") as f:
         assert f.attrs["step"] == 3  # the checkpoint after step 3; step 4's was not written
     Simulation(base, get_backend("numpy"), b, progress=False).run()  # resumed without the interval

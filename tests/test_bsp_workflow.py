@@ -450,15 +450,19 @@ def test_iv_folder_puts_a_second_study_beside_the_first(tmp_path):
         assert r.returncode != 0 and "folder" in (r.stdout + r.stderr) and bad in (r.stdout + r.stderr)
 
 
+def _iv_config_runs(configfile: str) -> list[str]:
+    """The `solver run` shell commands of a dry run of ``configfile``'s iv study (all of it, --forceall)."""
+    r = subprocess.run([sys.executable, "-m", "snakemake", "iv_collect", "-n", "-p", "--forceall", "--cores", "2",
+                        "--configfile", configfile], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return [ln for ln in (r.stdout + r.stderr).splitlines() if " -m solver run " in ln]
+
+
 @needs_snakemake
 def test_iv_standard_config_plans_twelve_points_on_the_standard_mesh():
     """config/iv_standard.yaml: 12 points on 6x65x65x300x48 under iv_standard/ (-0.3 V only at 0.4 V: iv.skip), the
     hybrid rule and 2.5 ps at V_G <= -0.2 V, the authors' rule and 0.8 ps above; no other study's job."""
-    r = subprocess.run([sys.executable, "-m", "snakemake", "iv_collect", "-n", "-p", "--forceall", "--cores", "2",
-                        "--configfile", "config/iv_standard.yaml"], cwd=REPO,
-                       capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, r.stderr[-2000:]
-    cmds = [ln for ln in (r.stdout + r.stderr).splitlines() if " -m solver run " in ln]
+    cmds = _iv_config_runs("config/iv_standard.yaml")
     assert len(cmds) == 12, cmds
     assert sum("/vg-0.300_vds" in c for c in cmds) == 1 and any("/vg-0.300_vds0.400" in c for c in cmds)
     for c in cmds:
@@ -473,11 +477,7 @@ def test_iv_standard_config_plans_twelve_points_on_the_standard_mesh():
 def test_iv_standard_hold_config_plans_the_twelve_points_with_hold_and_timed_checkpoints():
     """config/iv_standard_hold.yaml (planned, docs/iv.md §22): the same 12 points under iv_standard_hold/, every one with
     steady.hold_windows 1 and checkpoints by wall time only; 1.5 ps above threshold, 2.5 ps below."""
-    r = subprocess.run([sys.executable, "-m", "snakemake", "iv_collect", "-n", "-p", "--forceall", "--cores", "2",
-                        "--configfile", "config/iv_standard_hold.yaml"], cwd=REPO,
-                       capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, r.stderr[-2000:]
-    cmds = [ln for ln in (r.stdout + r.stderr).splitlines() if " -m solver run " in ln]
+    cmds = _iv_config_runs("config/iv_standard_hold.yaml")
     assert len(cmds) == 12, cmds
     for c in cmds:
         assert "/iv_standard_hold/runs/6x65x65x300x48/cupy_t1/vg" in c and "--set steady.hold_windows=1" in c, c
