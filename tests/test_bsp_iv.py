@@ -449,3 +449,13 @@ def test_read_point_status_fault_without_its_record(faulted_run, tmp_path):
     (d / "run.json").write_text(json.dumps(rec))
     p = iv.read_point(d)
     assert p["status"] == "fault" and math.isnan(p["Id_A_per_m"]) and p["fault"] == "(no fault record)"
+
+
+def test_point_sets_are_the_rule_s_overrides():
+    """iv.point_sets (rule iv_point and the device scripts that run a point outside Snakemake): run_sets, then the
+    mesh of iv.mesh in N_sbn, NX, NZ, NW, NPHI order, then iv.set."""
+    c = {**STUDY, "mesh": "6x65x65x300x48", "set": ["numerics.bte_graph=true"]}
+    s = iv.point_sets(c, -0.3, 0.4)
+    assert s == iv.run_sets(c, -0.3, 0.4) + ["mesh.N_sbn=6", "mesh.NX=65", "mesh.NZ=65", "mesh.NW=300", "mesh.NPHI=48",
+                                              "numerics.bte_graph=true"]
+    assert iv.mesh_sets({"mesh": "3x9x9x12x8"}) == ["mesh.N_sbn=3", "mesh.NX=9", "mesh.NZ=9", "mesh.NW=12", "mesh.NPHI=8"]

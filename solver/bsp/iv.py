@@ -150,6 +150,18 @@ def run_sets(iv: dict, vg: float, vds: float) -> list[str]:
         [f"continuation.ramp_ps={_num(iv['ramp_ps'])}"] if iv.get("ramp_ps") else [])
 
 
+def mesh_sets(iv: dict) -> list[str]:
+    """``mesh.N_sbn=...`` .. ``mesh.NPHI=...`` of the study's ``iv.mesh`` (N_sbn x NX x NZ x NW x NPHI)."""
+    dims = ("N_sbn", "NX", "NZ", "NW", "NPHI")
+    return [f"mesh.{k}={int(v)}" for k, v in zip(dims, str(iv["mesh"]).split("x"))]
+
+
+def point_sets(iv: dict, vg: float, vds: float) -> list[str]:
+    """Every KEY=VALUE override of a point's run as rule iv_point passes them (before a continuation source): its
+    run_sets, the mesh and the study's ``iv.set`` (the device scripts that run a point outside Snakemake use it too)."""
+    return run_sets(iv, vg, vds) + mesh_sets(iv) + [str(x) for x in iv.get("set", [])]
+
+
 def fault_set_shell(iv: dict) -> str:
     """What rule iv_point adds to its run's options: with the study's on_fault record
     ``" --set output.on_fault=record"`` (a faulted point leaves its record for collect; its job accepts

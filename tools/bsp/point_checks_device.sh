@@ -34,10 +34,7 @@ P=scratch/point/$NAME; mkdir -p "$P" "$OUT/point" "$OUT/checks"
 import yaml
 from solver.bsp import iv
 c = yaml.safe_load(open('config/iv_standard.yaml'))['iv']
-nsb, nx, nz, nw, nphi = c['mesh'].split('x')
-mesh = {'N_sbn': nsb, 'NX': nx, 'NZ': nz, 'NW': nw, 'NPHI': nphi}
-sets = iv.run_sets(c, $VG, $VDS) + [f'mesh.{k}={v}' for k, v in mesh.items()] + list(c.get('set', []))
-for s in sets + ['output.on_fault=record', 'output.checkpoint_every_steps=$CK']:
+for s in iv.point_sets(c, $VG, $VDS) + ['output.on_fault=record', 'output.checkpoint_every_steps=$CK']:
     print('--set'); print(s)")
   if [ "${#SETS[@]}" -lt 20 ]; then echo "the point's settings did not build (${#SETS[@]} words)"; exit 1; fi
   n=$(ls "$P"/../.call_"$NAME"_* 2>/dev/null | wc -l); touch "$P/../.call_${NAME}_$n"

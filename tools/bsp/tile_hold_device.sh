@@ -34,9 +34,7 @@ import yaml
 from solver.bsp import iv
 c = yaml.safe_load(open('config/iv_standard.yaml'))['iv']
 c['steady'] = dict(c['steady'], hold_windows=1)
-nsb, nx, nz, nw, nphi = c['mesh'].split('x')
-mesh = {'N_sbn': nsb, 'NX': nx, 'NZ': nz, 'NW': nw, 'NPHI': nphi}
-for s in iv.run_sets(c, 0.3, 0.2) + [f'mesh.{k}={v}' for k, v in mesh.items()] + list(c.get('set', [])):
+for s in iv.point_sets(c, 0.3, 0.2):
     print('--set'); print(s)")
   if [ "${#SETS[@]}" -lt 20 ]; then echo "the point's settings did not build (${#SETS[@]} words): hold run skipped"; exit 1; fi
   timeout -s INT -k 15 $(( $(left) - 20 )) $PY -m solver run config/bsp/dgmosfet.yaml --out "$H" --backend cupy --threads 1 \

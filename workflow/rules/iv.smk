@@ -59,8 +59,7 @@ def _iv_source(wc):
 
 def _iv_sets_list(point):
     g, d = IV_BIAS[point]
-    mesh = [f"mesh.{k}={v}" for k, v in bsp_parse_mesh(IV_MESH).items()]
-    sets = bsp_iv.run_sets(IV, g, d) + mesh + list(IV.get("set", []))
+    sets = bsp_iv.point_sets(IV, g, d)
     s = IV_SOURCES[point]
     if s is not None:
         sets.append(f"continuation.init_from={os.path.dirname(iv_run(s))}")
@@ -78,8 +77,7 @@ def _iv_sets(wc):
 
 def _iv_seed_sets_list(point):
     g, d = IV_SEEDS[point]
-    mesh = [f"mesh.{k}={v}" for k, v in bsp_parse_mesh(IV_MESH).items()]
-    return bsp_iv.seed_sets(IV, g, d) + mesh + list(IV.get("set", []))
+    return bsp_iv.seed_sets(IV, g, d) + bsp_iv.mesh_sets(IV) + [str(x) for x in IV.get("set", [])]
 
 
 def _iv_minutes(wc):
