@@ -3,7 +3,8 @@
 # (docs/performance.md §24; memcheck is clean): one coarse step of config/coarse.yaml under
 # `compute-sanitizer --tool racecheck`, in variants that turn the CUDA graphs off one by one, REPEATS times each, spread
 # over the host's GPUs (one run per GPU at a time; a plain 1-step run of each variant first fills CuPy's kernel cache).
-#   OUT=... SOLVER_SOURCE_COMMIT=<commit> bash tools/bsp/racecheck_probe_device.sh      (REPEATS, default 2)
+#   OUT=... SOLVER_SOURCE_COMMIT=<commit> bash tools/bsp/racecheck_probe_device.sh      (REPEATS, default 2;
+#   VARIANTS, default "default no_iter_graph no_linsys_graph no_graphs")
 # Variants: default; no_iter_graph (numerics.iter_graph=false); no_linsys_graph (numerics.linsys_graph=false);
 # no_graphs (both off; numerics.bte_graph is off by default). $OUT/rc.tgz (rc_<variant>_<k>.log, the sanitizer's log,
 # and .out, the run's output) and $OUT/table.txt: per run the exit code, whether the internal error was there, and the
@@ -19,7 +20,7 @@ declare -A V=(
 )
 NGPU=$(ls /dev/nvidia[0-9]* 2>/dev/null | wc -l); [ "$NGPU" -ge 1 ] || NGPU=1
 jobs_=()
-for v in default no_iter_graph no_linsys_graph no_graphs; do
+for v in ${VARIANTS:-default no_iter_graph no_linsys_graph no_graphs}; do
   for k in $(seq 1 "${REPEATS:-2}"); do jobs_+=("$v:$k"); done
 done
 run_one() {  # GPU VARIANT K
