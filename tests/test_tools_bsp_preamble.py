@@ -28,6 +28,7 @@ SCRIPTS = {
     "tile_hold_device.sh": (None, "require"),
     "point_checks_device.sh": (None, "require"),
     "racecheck_probe_device.sh": (None, "require"),
+    "stop_resume_device.sh": (None, "require"),
 }
 
 
