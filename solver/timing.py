@@ -4,7 +4,10 @@ On the GPU each phase is bracketed by CUDA events (read once per step, after one
 synchronisation); on the CPU the backend is synchronised (a no-op) and ``perf_counter`` is
 read.  Phases nest: ``with t.phase("BTE"): with t.phase("WENO_x")`` records ``BTE`` and
 ``BTE/WENO_x``.  ``end_step()`` closes a step and returns its ``{phase: seconds}``; totals and
-call counts accumulate over the run.
+call counts accumulate over the run.  ``aside(name)`` inside an open phase times a block as that phase's
+sibling: the open phase's interval stops before the block and starts again after it (a phase may so
+hold several intervals; they add up), so work enqueued in the middle of a phase (numerics.bte_speculate:
+the next stage's BTE launched inside ITER, before ITER's host read) is booked under its own name.
 """
 from __future__ import annotations
 
@@ -19,6 +22,7 @@ class PhaseTimer:
         self.enabled = enabled
         self._gpu = bool(backend is not None and backend.is_gpu)
         self._stack: list[str] = []
+        self._open: list[list] = []  # per open phase: [its interval's start] (a GPU event or perf_counter)
         self._pending: list[tuple[str, object, object]] = []  # GPU event pairs of this step
         self._free: list = []  # GPU events read and free again (a pool: ~57 phases per step, two events each)
         self._step: dict[str, float] = defaultdict(float)
@@ -33,27 +37,55 @@ class PhaseTimer:
             return
         self._stack.append(name)
         key = "/".join(self._stack)
+        slot = [self._mark()]
+        self._open.append(slot)
         try:
-            if self._gpu:
-                cp = self.backend.xp
-                free = self._free
-                start = free.pop() if free else cp.cuda.Event()
-                stop = free.pop() if free else cp.cuda.Event()
-                start.record()
-                yield
-                stop.record()
-                self._pending.append((key, start, stop))
-            else:
-                if self.backend is not None:
-                    self.backend.synchronize()
-                t0 = time.perf_counter()
-                yield
-                if self.backend is not None:
-                    self.backend.synchronize()
-                self._step[key] += time.perf_counter() - t0
+            yield
+            self._close(key, slot[0])
             self.calls[key] += 1
         finally:
+            self._open.pop()
             self._stack.pop()
+
+    @contextmanager
+    def aside(self, name: str):
+        """Time the block as phase ``name`` beside the innermost open phase (whose interval pauses for it);
+        outside any phase, as ``phase(name)``."""
+        if not (self.enabled and self._stack):
+            with self.phase(name):
+                yield
+            return
+        inner, slot = self._stack.pop(), self._open.pop()
+        self._close("/".join(self._stack + [inner]), slot[0])
+        try:
+            with self.phase(name):
+                yield
+        finally:
+            slot[0] = self._mark()
+            self._stack.append(inner)
+            self._open.append(slot)
+
+    def _mark(self):
+        """An interval's start: a recorded GPU event, else the time after a synchronisation."""
+        if self._gpu:
+            free = self._free
+            ev = free.pop() if free else self.backend.xp.cuda.Event()
+            ev.record()
+            return ev
+        if self.backend is not None:
+            self.backend.synchronize()
+        return time.perf_counter()
+
+    def _close(self, key: str, start) -> None:
+        if self._gpu:
+            free = self._free
+            stop = free.pop() if free else self.backend.xp.cuda.Event()
+            stop.record()
+            self._pending.append((key, start, stop))
+        else:
+            if self.backend is not None:
+                self.backend.synchronize()
+            self._step[key] += time.perf_counter() - start
 
     def _flush(self) -> None:
         if self._pending:

@@ -450,7 +450,7 @@ def norms_tail(model, backend, V_new, V_old, N_new, N_old, x, eps):
     return norms(xp, model, V_new, V_old, N_new, N_old), finite_x, schrodinger.deps_dx_max(model, backend, eps, V_new)
 
 
-def newton_iteration(model, backend, sysm, jac, V, N, eps, rho, bflat, levels=None):
+def newton_iteration(model, backend, sysm, jac, V, N, eps, rho, bflat, levels=None, before_read=None):
     """One simplified-Newton iteration of POTENTIAL (numerics.iter_jacobian = step) with the kept
     Jacobian ``jac`` = (F, A), A's factorization held by solve_linsys, the densities ``rho`` held
     fixed: the iterate V with its density N and levels eps (``N`` None: from V, its eigenpairs
@@ -460,7 +460,10 @@ def newton_iteration(model, backend, sysm, jac, V, N, eps, rho, bflat, levels=No
     it (the caller then runs the iteration itself).  The array code of _newton_loop's kept iteration
     (its reference; _newton_loop runs its own statements where the backend has no fast path); the
     cupy fast path (``kernels.lookup(..., "newton_iteration")``, numerics.iter_graph) replays the
-    same kernels from a CUDA graph with one host read (kernels/cuda/iter_graph.py)."""
+    same kernels from a CUDA graph with one host read (kernels/cuda/iter_graph.py).  ``before_read``: called as
+    ``before_read(eps_new, chi_new, d eps/dx, A_eps)`` once the iteration's work is enqueued, before the host reads
+    its norms (cupy: A_eps a 0-d device array; what it launches runs after the iteration on the device;
+    numerics.bte_speculate); here, with everything computed, just before the return."""
     xp = backend.xp
     if N is None:
         eps, chi = schrodinger.eigen(model, backend, V, levels)
@@ -473,6 +476,8 @@ def newton_iteration(model, backend, sysm, jac, V, N, eps, rho, bflat, levels=No
     eps_new, chi_new = schrodinger.eigen(model, backend, V_new, eps)
     N_new = density(xp, rho, chi_new)
     nrm, finite_x, tail = norms_tail(model, backend, V_new, V, N_new, N, x, eps_new)
+    if before_read is not None:
+        before_read(eps_new, chi_new, tail[0], tail[1])
     return V_new, eps_new, chi_new, N_new, nrm, finite_x, tail
 
 
@@ -521,7 +526,7 @@ def _stalled(history) -> bool:
 
 def _newton_loop(model, backend, problem, V, sysm, bvals, rho_fn, drho_fn, tol, max_iter,
                  timer, gummel=False, eigs=None, omega=1.0, levels=None, contraction=None, age=0,
-                 jacobian=None, keep=False, tail=False, fixed_rho=None):
+                 jacobian=None, keep=False, tail=False, fixed_rho=None, before_read=None):
     """Run Newton (or Gummel) updates from V; return an IterResult (converged or not) or raise
     _LinearSolveFailed / FloatingPointError through the caller's handling.  ``eigs``: the
     eigenpairs of V, if known; else they are computed, warm-started from ``levels`` if given.
@@ -536,7 +541,8 @@ def _newton_loop(model, backend, problem, V, sysm, bvals, rho_fn, drho_fn, tol, 
     whatever the levels (POTENTIAL); with ``keep``, ``jacobian`` and ``tail`` it lets the iterations
     with that kept Jacobian run as one ``newton_iteration`` each where it has a fast path
     (numerics.iter_graph: one CUDA graph replay; the start's eigenpairs and density go into the
-    first one when they are to be computed from ``levels``); those iterations time no sub-phase."""
+    first one when they are to be computed from ``levels``); those iterations time no sub-phase.
+    ``before_read``: handed to the first such ``newton_iteration`` only (numerics.bte_speculate)."""
     xp = backend.xp
     NX, NZ = model.NX, model.NZ
     ND = model.on(backend, "N_D")
@@ -569,7 +575,9 @@ def _newton_loop(model, backend, problem, V, sysm, bvals, rho_fn, drho_fn, tol, 
     for it in range(1, max_iter + 1):
         out = None
         if graph is not None and jac is jacobian:  # the kept Jacobian's iteration in one call
-            out = graph(model, backend, sysm, jac, V, N, eps, fixed_rho, bflat, levels if N is None else None)
+            out = graph(model, backend, sysm, jac, V, N, eps, fixed_rho, bflat, levels if N is None else None,
+                        **({} if before_read is None else {"before_read": before_read}))
+            before_read = None
             if out is None:
                 graph = None
         if out is not None:
@@ -731,7 +739,8 @@ def thermequil(model, backend, V_b, timer=None, eps0=None) -> IterResult:
 
 
 def potential(model, backend, V_prev, rho, V_b, timer=None, state=None, tol=None,
-              max_iter=None, gummel_max_iter=None, V_start=None, jacobian=None, tail=False) -> IterResult:
+              max_iter=None, gummel_max_iter=None, V_start=None, jacobian=None, tail=False,
+              before_read=None) -> IterResult:
     """POTENTIAL: densities ``rho`` (NX, 3, N_sbn) from the BTE held fixed; Dirichlet V_b(z) at
     x = 0 and V_b(z) + V_DS at x = 1; start ``V_prev``.  ``state``: optional previous IterResult
     whose eps/chi are the eigenpairs of ``V_prev`` (saves the first eigen solve).  Newton up to
@@ -743,7 +752,8 @@ def potential(model, backend, V_prev, rho, V_b, timer=None, state=None, tol=None
     levels of ``state``.  numerics.iter_jacobian = step: simplified Newton (_newton_loop's ``keep``)
     from ``jacobian`` (the result's ``jacobian`` of the step's last solve; None = evaluated here);
     if that fails in any way, plain Newton from the start.  ``tail``: the result may carry the stage
-    tail (IterResult.tail, _newton_loop's ``tail``); None where no fast path formed it."""
+    tail (IterResult.tail, _newton_loop's ``tail``); None where no fast path formed it.  ``before_read``: see
+    newton_iteration; called at most once, by the first kept-Jacobian iteration where it runs as one call."""
     xp = backend.xp
     nm = model.cfg["numerics"]
     tol = nm["tol_potential"] if tol is None else tol
@@ -769,7 +779,7 @@ def potential(model, backend, V_prev, rho, V_b, timer=None, state=None, tol=None
         try:
             res = _newton_loop(model, backend, "POTENTIAL", V0, sysm, bvals, rho_fn, None, tol, max_iter,
                                timer, eigs=eigs, levels=levels, contraction=contraction, age=age,
-                               jacobian=jacobian, keep=True, tail=tail, fixed_rho=rho)
+                               jacobian=jacobian, keep=True, tail=tail, fixed_rho=rho, before_read=before_read)
             n_newton = res.iterations
             if res.converged:
                 return res

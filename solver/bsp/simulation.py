@@ -88,6 +88,8 @@ class Simulation:
         self.log = log
         self.timer = PhaseTimer(self.backend)
         self._defer_check = self.backend.is_gpu  # the stage's density check read with ITER's (_check_density)
+        self._speculate = kernels.bte_speculate(self.model, self.backend)  # numerics.bte_speculate (_Speculation)
+        self.speculation = {"bte_speculated": 0, "bte_speculation_dropped": 0}
         self.startup_timer = PhaseTimer(self.backend)
         self.scalars: list[dict] = []
         self._frames: dict = {}  # the tables' frames as the last checkpoint wrote them (_grown_frame)
@@ -165,16 +167,20 @@ class Simulation:
         # after a step that took more than one Newton iteration per stage plus one (poisson.KEEP_MAX_NEWTON)
         keep = st.step % self.cfg["numerics"]["iter_jacobian_steps"] and st.newton_iterations <= poisson.KEEP_MAX_NEWTON
         jacobian = getattr(self, "_jacobian", None) if keep else None
+        ahead = None  # (Phi, dens) of this stage's BTE, launched inside the last stage's ITER (_Speculation)
         with tm.phase("step"), contextlib.ExitStack() as joins:
             for s in range(3):
                 early = self._iter_early(s, jacobian)  # numerics.iter_overlap: its ready mark before the BTE
                 if early is not None:  # whatever fails in the stage: the side stream joined, nothing pending
                     joins.callback(early.close)
-                with tm.phase("BTE"):
-                    with tm.phase("overlap"):
-                        W = scattering.overlap(m, be, st.chi)
-                    Phi, dn = bte.advance(m, be, s, Phi0, Phi, self.stage_data(st, W), dt, timer=tm,
-                                          dx=self._take_dx(st))
+                if ahead is not None:
+                    Phi, dn = ahead
+                else:
+                    with tm.phase("BTE"):
+                        with tm.phase("overlap"):
+                            W = scattering.overlap(m, be, st.chi)
+                        Phi, dn = bte.advance(m, be, s, Phi0, Phi, self.stage_data(st, W), dt, timer=tm,
+                                              dx=self._take_dx(st))
                 if early is not None:  # the start and its eigenpairs on the side stream, during the BTE
                     V_early = early.launch(lambda: self._iter_start(s, V_n, stage_V, dt), self._iter.eps, tm)
                 st.Phi = Phi
@@ -193,10 +199,11 @@ class Simulation:
                     else:  # ITER's launches (whichever path it takes) after the side stream's writes
                         V_start = V_early
                         early.join()
+                    spec = _Speculation(self, s + 1, Phi0, dt) if s < 2 and self._speculating() else None
                     try:
                         res = poisson.potential(m, be, st.V, st.rho, self.eq.V_b, timer=tm,
                                                 state=getattr(self, "_iter", None), V_start=V_start,
-                                                jacobian=jacobian, tail=True)
+                                                jacobian=jacobian, tail=True, before_read=spec)
                     except Exception as exc:
                         if self._defer_check:  # a fault of the stage's density comes first
                             self._check_density(st, s, probe)
@@ -221,6 +228,7 @@ class Simulation:
                     st.deps_dx, st.A_eps = deps, A_eps
                     stage_V.append(res.V)
                     newton += int(res.iterations)
+                    ahead = None if spec is None else spec.take(res)
         self._jacobian = jacobian
         st.step += 1
         st.t += dt
@@ -251,6 +259,13 @@ class Simulation:
         if self.cfg["numerics"]["iter_start"] == "previous" or self.state.step < 1:
             return None
         return poisson.iter_start(self.model, self.backend, s, V_n, stage_V, self._last_step(), dt)
+
+    def _speculating(self) -> bool:
+        """numerics.bte_speculate for this stage: where the last ITER took one Newton iteration (the launch is
+        used only when the first iteration is the last; after a stage that took more it would likely be dropped,
+        a stage's BTE of GPU work wasted)."""
+        last = getattr(self, "_iter", None)
+        return self._speculate and last is not None and last.iterations == 1
 
     def _iter_early(self, s: int, jacobian):
         """numerics.iter_overlap: poisson.iter_prologue's handle for RK stage ``s`` (its ready mark
@@ -936,6 +951,8 @@ class Simulation:
         timers = self.timer.summary()
         timers["startup_s"] = self.startup_timer.summary()["total_s"]
         timers["steps"] = st.step
+        if self._speculate:  # this process's numerics.bte_speculate: stages taken from ITER's launch, stages dropped
+            timers.update(self.speculation)
         if self._timer_rows:
             tr = pd.DataFrame(self._timer_rows)
             timers["total_s"] = tr.groupby("phase")["seconds"].sum().to_dict()
@@ -966,6 +983,40 @@ class Simulation:
             if ck.exists():
                 ck.unlink()
         return record
+
+
+class _Speculation:
+    """numerics.bte_speculate: poisson.potential's ``before_read`` for RK stage ``s`` - 1's ITER.  Called (at most once)
+    by the first kept-Jacobian Newton iteration with its new iterate's levels, eigenvectors, d eps/dx and A_eps once
+    that iteration is enqueued and before the host reads its norms, it launches RK stage ``s``'s BTE from them
+    (the overlap integrals W, then bte.advance), timed as phase BTE beside ITER (PhaseTimer.aside), so that the GPU
+    runs it right after the iteration while the host reads and checks.  ``take``: that stage's (Phi, dens) where
+    ITER accepted that very iterate (the same arrays: the stage then equals the one launched after ITER, bit for
+    bit), else None: the launch is dropped (its outputs are never read) and the stage's BTE runs as without it."""
+
+    def __init__(self, sim: Simulation, s: int, Phi0, dt: float):
+        self.sim, self.s, self.Phi0, self.dt = sim, s, Phi0, dt
+        self.launched = None
+
+    def __call__(self, eps, chi, deps_dx, A_eps) -> None:
+        sim = self.sim
+        m, be, tm, st = sim.model, sim.backend, sim.timer, sim.state
+        with tm.aside("BTE"):
+            with tm.phase("overlap"):
+                W = scattering.overlap(m, be, chi)
+            sd = bte.StageData(eps=eps, deps_dx=deps_dx, W=W, PhiHat=st.PhiHat, rho=st.rho, rho_eq=sim.eq.rho_eq,
+                               A_eps=A_eps)
+            Phi, dn = bte.advance(m, be, self.s, self.Phi0, st.Phi, sd, self.dt, timer=tm)
+        self.launched = (eps, chi, deps_dx, Phi, dn)
+
+    def take(self, res):
+        if self.launched is None:  # the call did not come (no kept-Jacobian iteration ran as one call)
+            return None
+        eps, chi, deps_dx, Phi, dn = self.launched
+        self.launched = None
+        ok = res.eps is eps and res.chi is chi and res.tail is not None and res.tail[0] is deps_dx
+        self.sim.speculation["bte_speculated" if ok else "bte_speculation_dropped"] += 1
+        return (Phi, dn) if ok else None
 
 
 def _state_shapes(m) -> dict:

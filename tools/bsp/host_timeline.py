@@ -62,7 +62,18 @@ def wait(self):
         stamps.append(("<wait", T()))
 
 
-iter_graph.IterGraph.run, iter_graph.IterGraph._wait = run, wait
+_wait_mark = iter_graph.IterGraph._wait_mark
+
+
+def wait_mark(self, mark):  # numerics.bte_speculate's wait (for the iteration's copies only)
+    if on[0]:
+        stamps.append(("wait>", T()))
+    _wait_mark(self, mark)
+    if on[0]:
+        stamps.append(("<wait", T()))
+
+
+iter_graph.IterGraph.run, iter_graph.IterGraph._wait, iter_graph.IterGraph._wait_mark = run, wait, wait_mark
 be = get_backend("cupy")
 cfg = load("config/bsp/dgmosfet.yaml", [f"mesh.N_sbn={ns}", f"mesh.NX={nx}", f"mesh.NZ={nz}", f"mesh.NW={nw}",
                                         f"mesh.NPHI={nphi}", "output.progress=false", "numerics.backend=cupy",

@@ -10,10 +10,12 @@ R=(-m solver run config/standard.yaml --backend cupy --no-progress --set time.t_
    --set output.checkpoint_every_steps=0 ${MESH_SETS:-})
 W=/tmp/stop_resume; rm -rf "$W"; mkdir -p "$W"
 $PY "${R[@]}" --out "$W/a" > "$OUT/run_a.log" 2>&1; echo "A rc=$?" | tee "$OUT/stop_resume.txt"
+set -m  # job control: a background job of a script ignores SIGINT otherwise
 $PY "${R[@]}" --out "$W/b" > "$OUT/run_b1.log" 2>&1 &
 pid=$!
 for _ in $(seq 600); do [ -e "$W/b/profiles_t0.csv" ] && break; sleep 0.1; done
 sleep "${DELAY:-2}"; kill -INT "$pid"; wait "$pid"; rc1=$?
+set +m
 $PY "${R[@]}" --out "$W/b" > "$OUT/run_b2.log" 2>&1; rc2=$?
 { echo "B stopped rc=$rc1 (130 expected): $(grep -h 'stopped' "$OUT/run_b1.log" | tail -1)"
   echo "B resumed rc=$rc2: $(grep -h 'resumed from' "$OUT/run_b2.log" | tail -1)"

@@ -185,6 +185,16 @@ def iter_overlap(model, backend) -> bool:
     return bool(v)
 
 
+def bte_speculate(model, backend) -> bool:
+    """numerics.bte_speculate: the next RK stage's BTE launched inside ITER before its host read (Simulation.step,
+    poisson.newton_iteration's ``before_read``); only with numerics.iter_graph on and numerics.overlap, iter_overlap
+    off; auto = on for cupy."""
+    v = model.cfg.get("numerics", {}).get("bte_speculate", "auto")
+    on = backend.name == "cupy" if v == "auto" else v is True
+    return (on and iter_graph(model, backend) and not iter_overlap(model, backend)
+            and not model.cfg.get("numerics", {}).get("overlap", False))
+
+
 def batched_blocks(model) -> str:
     """numerics.batched_blocks: how the cupy batched_cr solve solves its blocks (lu | gauss_jordan;
     auto = gauss_jordan where NZ <= blocktri.GJ_MAX_NZ, else lu)."""

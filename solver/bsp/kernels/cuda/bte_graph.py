@@ -20,13 +20,16 @@ Fixed buffers (``StageGraph``, one per model and Phi shape, cached on the model)
 * alpha = A_eps A_3 and dt, the only scalars that change between stages, are written into pinned
   host memory and copied to the device by the graph's first node; bsp_wphi_rk reads them there
   (``from_scal``).  The host writes them only after the previous replay has finished (an event).
+  With A_eps still on the device (numerics.bte_speculate: the stage launched before ITER's host read)
+  kernel bsp_scal writes them there instead, before a graph captured without that node (a key of its own).
 * the x term, G and Lc: the graph's own arrays.
 
 A graph is captured on a side stream the first time its key (stage, ring slots, scattering, closed
 contacts, x term given, mechanism subset) is seen, after one uncaptured run of the same launches
 (kernel compiles and cached device tables happen there, not during the capture); every allocation
 during the capture would come from the object's private memory pool, and there must be none
-(checked).  A time step uses 3 graphs; the rings' rotation makes at most 12 keys in a run.
+(checked).  A time step uses 3 graphs; the rings' rotation makes at most 12 keys in a run (24 with
+numerics.bte_speculate).
 """
 from __future__ import annotations
 
@@ -109,17 +112,22 @@ class StageGraph:
             _build.put(self.tx, dx)
         elif not sd.closed:
             _build.put(self.rho_eq, sd.rho_eq)
-        self._done.synchronize()  # the previous replay has copied its scalars
-        self.host[0] = float(sd.A_eps * model.A3)  # as weno.weno_phi forms alpha
-        self.host[1] = dt
+        dev = rk.on_device(sd.A_eps)  # numerics.bte_speculate: alpha formed on the device, no pinned copy
+        if dev:
+            rk.scal_into(model, sd.A_eps, dt, self.scal)
+        else:
+            self._done.synchronize()  # the previous replay has copied its scalars
+            self.host[0] = float(sd.A_eps * model.A3)  # as weno.weno_phi forms alpha
+            self.host[1] = dt
         mkey = None if sd.mechanisms is None else tuple(sorted(set(int(m) for m in sd.mechanisms)))
-        key = (s, ip, i0, io, idn, bool(scat), bool(sd.closed), dx is not None, mkey)
+        key = (s, ip, i0, io, idn, bool(scat), bool(sd.closed), dx is not None, mkey, dev)
         graph = self.graphs.get(key)
         launches = lambda: self._launches(model, backend, key, sd.mechanisms)  # noqa: E731
         if graph is None:
-            graph = self.graphs[key] = self._capture(launches)
+            graph = self.graphs[key] = self._capture(launches, scalars=not dev)
         graph.launch()
-        self._done.record()
+        if not dev:
+            self._done.record()
         rho, PhiHat = self.dens[1 - idn]
         return self.phi[io], rho, PhiHat
 
@@ -128,7 +136,7 @@ class StageGraph:
 
     def _launches(self, model, backend, key, mechanisms):
         """The stage's launches on the current stream, all on the fixed buffers."""
-        s, ip, i0, io, idn, scat, closed, dx_given, _ = key
+        s, ip, i0, io, idn, scat, closed, dx_given = key[:8]
         rho, PhiHat = self.dens[idn]
         if not dx_given:
             r = None if closed else (self.rho_eq[0], self.rho_eq[-1], rho[0], rho[-1])
@@ -142,20 +150,23 @@ class StageGraph:
         rk.stage_into(model, backend, s, None if s == 0 else self.phi[i0], self.phi[ip], G, Lc, self.tx, self.deps,
                       self.phi[io], r1, ph1, scal=self.scal)
 
-    def _capture(self, launches):
+    def _capture(self, launches, scalars=True):
         """Run ``launches`` once on the current stream (compiles, cached tables), then capture them,
-        after the scalar copy, on the side stream: the graph."""
+        after the scalar copy (``scalars``; else the caller has written them into the device array), on the
+        side stream: the graph."""
         _build.wait_jobs()  # no start-up warm-up thread launches during a capture
         cur = cp.cuda.get_current_stream()
         with cp.cuda.using_allocator(self._pool.malloc):
-            self._scalars(cur)
+            if scalars:
+                self._scalars(cur)
             launches()
             cur.synchronize()
             used = self._pool.used_bytes()
             with self._stream:
                 self._stream.begin_capture()
                 try:
-                    self._scalars(self._stream)
+                    if scalars:
+                        self._scalars(self._stream)
                     launches()
                 finally:
                     graph = self._stream.end_capture()

@@ -90,7 +90,7 @@ def density(rho, chi, out=None):
     return out
 
 
-def newton_iteration(model, backend, sysm, jac, V, N, eps, rho, bflat, levels=None):
+def newton_iteration(model, backend, sysm, jac, V, N, eps, rho, bflat, levels=None, before_read=None):
     """poisson.newton_iteration from a CUDA graph (``IterGraph``), or None where it cannot run."""
     if not usable(model) or (N is None and levels is None):
         return None
@@ -108,7 +108,7 @@ def newton_iteration(model, backend, sysm, jac, V, N, eps, rho, bflat, levels=No
     g = cache.get(key)
     if g is None or not g.valid(model, sysm, bg):
         g = cache[key] = IterGraph(model, sysm, bg)
-    return g.run(model, backend, jac, V, N, eps, rho, bflat, levels)
+    return g.run(model, backend, jac, V, N, eps, rho, bflat, levels, before_read)
 
 
 def _run_launches(fn, *args):
@@ -171,6 +171,17 @@ class IterGraph:
 
     def _wait(self):
         cp.cuda.get_current_stream().synchronize()
+
+    def _read_mark(self):
+        """An event recorded now on the current stream (after the iteration's copies to the host)."""
+        ev = getattr(self, "_read_event", None)
+        if ev is None:
+            ev = self._read_event = cp.cuda.Event(block=False, disable_timing=True)
+        ev.record()
+        return ev
+
+    def _wait_mark(self, mark):
+        mark.synchronize()
 
     def _side(self):
         """numerics.iter_overlap: the stream of the early prologue (the highest priority: its few
@@ -279,7 +290,7 @@ class IterGraph:
                 _build.put(dst, f64(cp, src).reshape(dst.shape))
                 self.src[name] = src
 
-    def run(self, model, backend, jac, V, N, eps, rho, bflat, levels):
+    def run(self, model, backend, jac, V, N, eps, rho, bflat, levels, before_read=None):
         self._cp, self._dx, self._dz = model.cp, model.dx, model.dz
         self._inputs(model, backend, jac, bflat)
         prologue = N is None
@@ -304,9 +315,16 @@ class IterGraph:
         self.replays["early"] += early
         block = cp.empty(self.out.size - 7)
         _build.put(block, self.out[:block.size])
-        self._wait()
-        v = self.host.copy()
         V_new, N_new, eps_new, d, chi_new = self._views(block)
+        if before_read is None:
+            self._wait()
+        else:  # numerics.bte_speculate: enqueued behind the iteration, before the read; A_eps as the norms kernel
+            # left it (read before the next replay rewrites it: the same stream); the host then waits for the
+            # iteration's copies only, not for what the call launched
+            mark = self._read_mark()
+            before_read(eps_new, chi_new, d, self.o_nrm[5])
+            self._wait_mark(mark)
+        v = self.host.copy()
         return (V_new, eps_new, chi_new, N_new, _newton._norms_dict(model, v), bool(v[4] != 0.0),
                 (d, float(v[5]), bool(v[6] != 0.0)))
 

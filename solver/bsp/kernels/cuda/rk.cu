@@ -108,4 +108,14 @@ __global__ void bsp_rho(const double* __restrict__ PhiHat, double* __restrict__ 
     if (threadIdx.x < nr) rho[row0 + threadIdx.x] = acc * dw;
 }
 
+
+/* numerics.bte_speculate: (alpha, dt) of a stage for bsp_wphi_rk's from_scal, with alpha = A_eps A_3 formed on
+   the device from A_eps that ITER's stage tail left there (not yet read by the host): the product the host forms
+   (float(A_eps * model.A3)), bit for bit. */
+__global__ void bsp_scal(const double* a_eps, double A3, double dt, double* scal)
+{
+    scal[0] = a_eps[0] * A3;  /* one rounded product (nothing to contract it with) */
+    scal[1] = dt;
+}
+
 }  /* extern "C" */

@@ -127,9 +127,27 @@ def stage_update(model, backend, s, Phi0, Phi, G, Lc, tx, deps_dx, A_eps, dt):
     out = cp.empty_like(P)
     PhiHat = cp.empty((NX, NV, NS, NW), dtype=cp.float64)
     rho = cp.empty((NX, NV, NS), dtype=cp.float64)
-    stage_into(model, backend, s, P0, P, Gc, Lcc, f64(cp, tx), f64(cp, deps_dx), out, rho, PhiHat,
-               alpha=float(A_eps * model.A3), dt=dt)  # alpha as weno.weno_phi forms it
+    if on_device(A_eps):  # numerics.bte_speculate: A_eps still on the device (ITER's tail, not read yet)
+        stage_into(model, backend, s, P0, P, Gc, Lcc, f64(cp, tx), f64(cp, deps_dx), out, rho, PhiHat,
+                   scal=scal_into(model, A_eps, dt, cp.empty(2)))
+    else:
+        stage_into(model, backend, s, P0, P, Gc, Lcc, f64(cp, tx), f64(cp, deps_dx), out, rho, PhiHat,
+                   alpha=float(A_eps * model.A3), dt=dt)  # alpha as weno.weno_phi forms it
     return out.astype(Phi.dtype, copy=False), rho.astype(Phi.dtype, copy=False), PhiHat.astype(Phi.dtype, copy=False)
+
+
+def on_device(A_eps) -> bool:
+    """Whether A_eps is a device array (numerics.bte_speculate: ITER's stage tail before the host read it)."""
+    return type(A_eps).__module__.split(".")[0] == "cupy"  # (not cp.ndarray: the CPU emulation stands in for cp)
+
+
+def scal_into(model, A_eps, dt, scal):
+    """(alpha, dt) of a stage into the device array ``scal`` (2 float64) from A_eps on the device, by one launch
+    (kernel bsp_scal): alpha = A_eps A_3, the product the host forms, bit for bit; returns ``scal``."""
+    NPHI = model.NPHI  # the rk.cu build bsp_rho of this mesh runs from (the module is compiled once)
+    _build.launch(_build.function(SOURCE, "bsp_scal", OPTIONS, {"NPHI_": NPHI, "LINES": max(1, TILE // NPHI)}), 1, 1,
+                  (A_eps, np.float64(model.A3), np.float64(dt), scal))
+    return scal
 
 
 def stage_into(model, backend, s, P0, P, Gc, Lcc, tx, deps, out, rho, PhiHat, alpha=0.0, dt=0.0, scal=None):

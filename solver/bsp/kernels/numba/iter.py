@@ -1067,7 +1067,7 @@ def _usable(model, backend) -> bool:
 OUT_POOL = 8  # newton_iteration's results kept per kind (V: up to 6 held at once, see there)
 
 
-def newton_iteration(model, backend, sysm, jac, V, N, eps, rho, bflat, levels=None):
+def newton_iteration(model, backend, sysm, jac, V, N, eps, rho, bflat, levels=None, before_read=None):
     """poisson.newton_iteration (same arguments, same result to rounding; None where it cannot run): one
     simplified-Newton iteration of POTENTIAL with the kept Jacobian jac = (F, A) and the kept block-CR
     factors of A (_cr_factors; a resumed run's A is factored here first, as solve_linsys's first call
@@ -1116,6 +1116,8 @@ def newton_iteration(model, backend, sysm, jac, V, N, eps, rho, bflat, levels=No
     m0, s0, m1, s1, fin, a = _tail_combine(part)
     w = math.sqrt(model.dx * model.dz)
     nrm = dict(zip(("dV_inf", "dV_l2", "dN_inf", "dN_l2"), [float(m0), w * math.sqrt(s0), float(m1), w * math.sqrt(s1)]))
+    if before_read is not None:  # (poisson.newton_iteration's: everything computed, so just before the return)
+        before_read(eps_new, chi_new, d, float(a))
     return V_new, eps_new, chi_new, N_new, nrm, bool(fin), (d, float(a), bool(fin))
 
 
