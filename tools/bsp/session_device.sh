@@ -15,12 +15,13 @@
 #               10-step standard runs byte for byte (~70 s on an H200, session 21)
 #       speculate  numerics.bte_speculate false against true as `tile` does (standard 3 rounds, fine 2), then with it
 #               the coarse 0.1 ps validation and two 10-step standard runs byte for byte (session 23)
+#       graph_spec  numerics.bte_graph false against true as `tile` does, numerics.bte_speculate on (session 23)
 #       hybrid  numerics.contact_rule hybrid on two subthreshold I-V points (HYBRID_S s, one per GPU)
 #       bench   the bsp_bench cases of config/gpu.yaml (cupy, 200 after 5; numba 16/8/4/2/1 threads)
 #               and the authors' Newton on three meshes, for the same-call comparison
 # Logs and tables go to $OUT/<part>/ (packed as $OUT/<part>.tgz); a short table is printed last.
 PY=python3; . "$(dirname "$0")/_preamble.sh"  # set -u, env (PYTHONPATH: tools/*.py import solver from this tree), OUT
-PART=${1:?part: ab | graph | tile | speculate | checks | bench | final | lean | x4 | fast2 | hybrid}
+PART=${1:?part: ab | graph | graph_spec | tile | speculate | checks | bench | final | lean | x4 | fast2 | hybrid}
 BASE=${BASE:-_dev/base}
 L=/tmp/session_$PART; rm -rf "$L"; mkdir -p "$L"
 t0=$SECONDS; left() { echo $(( $1 - (SECONDS - t0) )); }
@@ -110,6 +111,9 @@ tile)
 speculate)
   interleave bte_speculate false true
   validate_repeat 90 speculate --set numerics.bte_speculate=true
+  ;;
+graph_spec)
+  interleave bte_graph false true  # with numerics.bte_speculate as configured (auto: on)
   ;;
 checks)
   echo "== gpu tests ($((SECONDS-t0)) s)"

@@ -99,7 +99,7 @@ def newton_iteration(model, backend, sysm, jac, V, N, eps, rho, bflat, levels=No
         # the solver holds no factorization of the kept A (a resumed run: the Jacobian came with the
         # checkpoint): factor it once, launched, as the launched path's first solve would; the factors
         # depend on A alone, so the graph then runs as in the uninterrupted run (byte-identical resume)
-        _newton.solve_linsys_batched(model, backend, sysm, jac[1], cp.zeros(sysm.NX * sysm.NZ), reuse=False)
+        _newton.solve_linsys_batched(model, backend, sysm, jac[1], cp.zeros((sysm.NX, sysm.NZ)), reuse=False)
         bg = _holder(model, sysm, jac[1])
         if bg is None:
             return None
