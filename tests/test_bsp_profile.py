@@ -146,3 +146,4 @@ def test_bench_tiny_mesh_numpy(tmp_path):
     assert "mesh.NZ" in sp.note[1] and pd.isna(sp.note[0])
     rec = json.loads((tmp_path / "run.json").read_text())
     assert [c["ok"] for c in rec["cases"]] == [True, False]
+    assert rec["cases"][0]["speculation"] is None  # numerics.bte_speculate: off on numpy (auto)

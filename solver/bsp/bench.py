@@ -137,7 +137,7 @@ def run_case(cfg_path, overrides, case: Case, launched_at: float) -> dict:
     """Run one case in this process: start-up, ``warmup`` steps, ``steps`` timed steps.
 
     Returns {"startup_s", "steps": [{phase: seconds, "newton": iterations}, ...] (timed steps
-    only), "device"}.  startup_s = time.time() at the end of the Simulation's start-up (model
+    only), "device", "speculation"} (numerics.bte_speculate's counts over warm-up and timed steps, None where off).  startup_s = time.time() at the end of the Simulation's start-up (model
     built, INITCOND, THERMEQUIL, initial densities: the instant the first time step may begin)
     minus ``launched_at`` (time.time() of the parent just before it started this process, so
     interpreter start and imports are included).  Compilation that happens at a kernel's first
@@ -157,7 +157,8 @@ def run_case(cfg_path, overrides, case: Case, launched_at: float) -> dict:
         times = sim.timer.steps[-1]
         steps.append({**{k: float(times.get(k, 0.0)) for k in STEP_PHASES.values()},
                       "newton": int(sim.state.newton_iterations)})
-    return {"startup_s": startup_s, "steps": steps[case.warmup:], "device": sim.backend.device_info()}
+    return {"startup_s": startup_s, "steps": steps[case.warmup:], "device": sim.backend.device_info(),
+            "speculation": dict(sim.speculation) if sim._speculate else None}
 
 
 def summarize(case: Case, result: dict | None, commit: str, note: str = "") -> tuple[dict, dict]:
@@ -219,7 +220,8 @@ def bench(cfg_path=None, overrides=(), cases=(), timeout=None, log=sys.stderr):
         rows.append(row)
         spreads.append(spread)
         records.append({**asdict(case), "ok": ok, "note": note,
-                        **({"startup_s": result["startup_s"], "device": result["device"]} if ok else {})})
+                        **({"startup_s": result["startup_s"], "device": result["device"],
+                            "speculation": result.get("speculation")} if ok else {})})
         print(f"{case}: " + (f"{row['step_ms']:.3f} ms/step, startup {row['startup_s']:.2f} s" if ok else note),
               file=log, flush=True)
     return (pd.DataFrame(rows, columns=STEPS_COLUMNS), pd.DataFrame(spreads, columns=SPREAD_COLUMNS), records)
