@@ -43,6 +43,7 @@ def test_speculated_stages_equal_the_stages_launched_after_iter():
     n = on.speculation["bte_speculated"]
     assert n >= 15 and on.speculation["bte_speculation_dropped"] == 0  # stages 2 and 3 of the one-iteration steps
     assert rec_on["timers"]["bte_speculated"] == n and "bte_speculated" not in rec_off["timers"]
+    assert rec_on["kernels"]["bte_speculate"] is True and rec_off["kernels"]["bte_speculate"] is False
     # every stage's BTE timed once as step/BTE (a speculated one beside ITER), ITER once per stage
     for rec in (rec_off, rec_on):
         assert rec["timers"]["calls"]["step/BTE"] == 36 and rec["timers"]["calls"]["step/ITER"] == 36

@@ -959,7 +959,8 @@ class Simulation:
             n = tr["step"].nunique()
             timers["mean_per_step_s"] = {k: v / n for k, v in timers["total_s"].items()}
         from solver.bsp import kernels
-        kern = {"mode": kernels.mode(m), "implementations": kernels.implementations(m, self.backend)}
+        kern = {"mode": kernels.mode(m), "implementations": kernels.implementations(m, self.backend),
+                "bte_speculate": self._speculate}  # numerics.bte_speculate as resolved (its counts: timers)
         record = provenance.collect(self.cfg, self.backend, {"summary": summary, "timers": timers,
                                                              "kernels": kern})
         if self.out is not None:

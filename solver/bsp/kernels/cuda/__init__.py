@@ -7,7 +7,8 @@ phases stay on the array reference).
     rk.py          + rk.cu                 RK (the stage update fused with the loss product, the
                                            sum of the terms and DENS; numerics.bte_kernels: fast);
                                            RK_wphi (the same with the WENO w and phi terms, kernel
-                                           bsp_wphi_rk of weno.cu)
+                                           bsp_wphi_rk of weno.cu); bsp_scal (alpha and dt on the
+                                           device: numerics.bte_speculate)
     scattering.py  + scattering.cu         scat_gain, scat_loss, overlap (W by bsp_overlap; numerics.bte_kernels: fast)
     bte_graph.py                           numerics.bte_graph: the whole stage (WENO_x, gain, loss, RK_wphi)
                                            replayed from a CUDA graph (bte.advance; not a TABLE entry)
