@@ -167,6 +167,8 @@ class _EagerGraph:
         monkeypatch.setattr(ig_mod._build, "put", lambda dst, src: dst.__setitem__(Ellipsis, src))
         monkeypatch.setattr(G, "_to_host", lambda self: self.host.__setitem__(Ellipsis, self.o_nrm))
         monkeypatch.setattr(G, "_wait", lambda self: None)
+        monkeypatch.setattr(G, "_read_mark", lambda self: None)  # numerics.bte_speculate's wait for the copies
+        monkeypatch.setattr(G, "_wait_mark", lambda self, mark: None)
 
 
 def test_emulated_iter_graph_run(emulated_cuda, fake_graph_capture, monkeypatch):
@@ -255,3 +257,54 @@ def test_gpu_run_iter_graph_against_launched(cupy_backend, mesh):
         assert np.array_equal(b[0][k], c[0][k]), k  # run to run
     assert "step/ITER" in b[3]
     assert b[1] == c[1]
+
+
+def test_emulated_resume_factors_the_checkpoints_kept_jacobian(emulated_cuda, fake_graph_capture, monkeypatch,
+                                                               tmp_path, dies_after):
+    """A checkpoint written between two Jacobian evaluations holds the kept Jacobian; the resumed step's first
+    kept-Jacobian iteration finds no factorization of it (a new process's solver) and factors it first, launched
+    (iter_graph.newton_iteration), then runs as the uninterrupted run: the same bytes.  (Before 8a1fd67 that
+    factorization got a flat b and the resumed cupy run failed: docs/performance.md §25.)  cfl 0.01: one Newton
+    iteration per stage, so the steps keep their Jacobian."""
+    import h5py
+
+    from solver.bsp.simulation import CHECKPOINT, Simulation
+    _EagerGraph(emulated_cuda.iter_graph, monkeypatch)
+    names = ("eigen", "Frechet", "construct_linsys", "solve_linsys", "newton_rhs", "newton_norms", "newton_norms_tail",
+             "deps_dx", "iter_start", "linsys_rhs", "newton_iteration")
+    table = {p: emulated_cuda.TABLE[p] for p in names}
+    monkeypatch.setattr(kernels, "REGISTRY", Registry("bsp", {"numpy": lambda: table}))
+    cfg = load(None, TINY + ["time.cfl=0.01", "time.steps=8", "output.checkpoint_every_steps=6",
+                             "numerics.iter_graph=true"])
+    a, b = tmp_path / "a", tmp_path / "b"
+    Simulation(cfg, NP_BE, a, progress=False).run()
+    with pytest.raises(dies_after.Interrupted):
+        dies_after(cfg, NP_BE, b, progress=False, n=7).run()
+    with h5py.File(b / CHECKPOINT, "r") as f:
+        assert int(f.attrs["step"]) == 6 and "iter_jacobian_F" in f  # the path under test
+    Simulation(cfg, NP_BE, b, progress=False).run(resume=True)
+    for name in ("profiles.csv", "scalars.csv"):
+        assert (a / name).read_bytes() == (b / name).read_bytes(), name
+
+
+def test_emulated_speculation_through_the_iteration_graph(emulated_cuda, fake_graph_capture, monkeypatch):
+    """numerics.bte_speculate with IterGraph.run's ``before_read`` (called between the replay and the read; the
+    emulation's A_eps is a host value, so the device scalar kernel is not on this path: test_bsp_speculate.py and the
+    gpu tests have it): 8 steps with and without it bitwise equal, stages taken."""
+    from solver.bsp.simulation import Simulation
+    _EagerGraph(emulated_cuda.iter_graph, monkeypatch)
+    names = ("eigen", "Frechet", "construct_linsys", "solve_linsys", "newton_rhs", "newton_norms", "newton_norms_tail",
+             "deps_dx", "iter_start", "linsys_rhs", "newton_iteration")
+    table = {p: emulated_cuda.TABLE[p] for p in names}
+    monkeypatch.setattr(kernels, "REGISTRY", Registry("bsp", {"numpy": lambda: table}))
+    runs = {}
+    for flag in ("false", "true"):
+        sim = Simulation(load(None, TINY + ["time.cfl=0.01", "time.steps=8", "numerics.iter_graph=true",
+                                            f"numerics.bte_speculate={flag}"]), NP_BE, None, progress=False)
+        sim.run(resume=False)
+        runs[flag] = ({k: np.array(getattr(sim.state, k)) for k in ("Phi", "V", "eps", "rho", "deps_dx", "N")},
+                      dict(sim.speculation))
+    assert runs["false"][1] == {"bte_speculated": 0, "bte_speculation_dropped": 0}
+    assert runs["true"][1]["bte_speculated"] >= 6, runs["true"][1]
+    for k in runs["false"][0]:
+        assert np.array_equal(runs["false"][0][k], runs["true"][0][k]), k
