@@ -623,6 +623,7 @@ NCU_KERNELS = {
     # paper kernel does the same work
     "bsp_wphi_rk": ("BTE", "WENO_w+WENO_phi+RK (+ DENS), fused", "", None),
     "bsp_rho": ("DENS", "DENS", "cuda_pdftilde", 6),
+    "bsp_scal": ("BTE", "RK: alpha and dt on the device (numerics.bte_speculate)", "", None),  # one thread (rk.cu)
     "density_probe": ("DENS", "DENS", "", None),  # the stage's density check numbers (one block; dens.cu)
     "scalars_probe": ("other", "scalars row (output, after a step; dens.cu)", "", None),
     "bsp_overlap": ("BTE", "overlap", "", None),  # W (phase key overlap; CuPy's matmul with bte_kernels exact)
