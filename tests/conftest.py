@@ -73,6 +73,27 @@ def dies_after():
 
 
 @pytest.fixture
+def kept_jacobian_resume(dies_after, tmp_path):
+    """check(cfg, backend, n, checkpoint_step): a run to the end, and one killed after step ``n`` whose last checkpoint
+    (at ``checkpoint_step``, between two Jacobian evaluations) holds the kept Jacobian, resumed: its profiles.csv
+    and scalars.csv byte-identical to the first run's (iter_graph factors the checkpoint's Jacobian first)."""
+    def check(cfg, backend, n, checkpoint_step):
+        import h5py
+
+        from solver.bsp.simulation import CHECKPOINT, Simulation
+        a, b = tmp_path / "a", tmp_path / "b"
+        Simulation(cfg, backend, a, progress=False).run()
+        with pytest.raises(dies_after.Interrupted):
+            dies_after(cfg, backend, b, progress=False, n=n).run()
+        with h5py.File(b / CHECKPOINT, "r") as f:
+            assert int(f.attrs["step"]) == checkpoint_step and "iter_jacobian_F" in f  # the path under test
+        Simulation(cfg, backend, b, progress=False).run(resume=True)
+        for name in ("profiles.csv", "scalars.csv"):
+            assert (a / name).read_bytes() == (b / name).read_bytes(), name
+    return check
+
+
+@pytest.fixture
 def rng():
     return np.random.default_rng(12345)
 

@@ -171,19 +171,26 @@ class _EagerGraph:
         monkeypatch.setattr(G, "_wait_mark", lambda self, mark: None)
 
 
+def _emulated_iter_table(emulated_cuda, monkeypatch) -> dict:
+    """The numpy backend's dispatch table: the emulated CUDA ITER kernels (newton_iteration among them); the table
+    itself is returned (a test may wrap an entry)."""
+    names = ("eigen", "Frechet", "construct_linsys", "solve_linsys", "newton_rhs", "newton_norms", "newton_norms_tail",
+             "deps_dx", "iter_start", "linsys_rhs", "newton_iteration")
+    table = {p: emulated_cuda.TABLE[p] for p in names}
+    monkeypatch.setattr(kernels, "REGISTRY", Registry("bsp", {"numpy": lambda: table}))
+    return table
+
+
 def test_emulated_iter_graph_run(emulated_cuda, fake_graph_capture, monkeypatch):
     """Whole steps with the emulated ITER kernels (as test_bsp_kernels' emulated run), with and without
     newton_iteration (IterGraph's buffers and launches, its graph stood in by _EagerGraph): the same
     state to the density kernel's rounding (<= 1e-12), the same Newton counts, every kept-Jacobian
     stage through one 'stage' replay, two captures at most (stage, iteration)."""
     eager = _EagerGraph(emulated_cuda.iter_graph, monkeypatch)
-    names = ("eigen", "Frechet", "construct_linsys", "solve_linsys", "newton_rhs", "newton_norms", "newton_norms_tail",
-             "deps_dx", "iter_start", "linsys_rhs", "newton_iteration")
     calls = []
     real = emulated_cuda.TABLE["newton_iteration"]
-    table = {p: emulated_cuda.TABLE[p] for p in names}
-    table["newton_iteration"] = lambda *a: calls.append(a[5] is None) or real(*a)
-    monkeypatch.setattr(kernels, "REGISTRY", Registry("bsp", {"numpy": lambda: table}))
+    _emulated_iter_table(emulated_cuda, monkeypatch)["newton_iteration"] = \
+        lambda *a: calls.append(a[5] is None) or real(*a)
     from solver.bsp.simulation import Simulation
     runs = {}
     for flag in ("false", "true"):
@@ -260,31 +267,17 @@ def test_gpu_run_iter_graph_against_launched(cupy_backend, mesh):
 
 
 def test_emulated_resume_factors_the_checkpoints_kept_jacobian(emulated_cuda, fake_graph_capture, monkeypatch,
-                                                               tmp_path, dies_after):
+                                                               kept_jacobian_resume):
     """A checkpoint written between two Jacobian evaluations holds the kept Jacobian; the resumed step's first
     kept-Jacobian iteration finds no factorization of it (a new process's solver) and factors it first, launched
     (iter_graph.newton_iteration), then runs as the uninterrupted run: the same bytes.  (Before 8a1fd67 that
     factorization got a flat b and the resumed cupy run failed: docs/performance.md §25.)  cfl 0.01: one Newton
     iteration per stage, so the steps keep their Jacobian."""
-    import h5py
-
-    from solver.bsp.simulation import CHECKPOINT, Simulation
     _EagerGraph(emulated_cuda.iter_graph, monkeypatch)
-    names = ("eigen", "Frechet", "construct_linsys", "solve_linsys", "newton_rhs", "newton_norms", "newton_norms_tail",
-             "deps_dx", "iter_start", "linsys_rhs", "newton_iteration")
-    table = {p: emulated_cuda.TABLE[p] for p in names}
-    monkeypatch.setattr(kernels, "REGISTRY", Registry("bsp", {"numpy": lambda: table}))
+    _emulated_iter_table(emulated_cuda, monkeypatch)
     cfg = load(None, TINY + ["time.cfl=0.01", "time.steps=8", "output.checkpoint_every_steps=6",
                              "numerics.iter_graph=true"])
-    a, b = tmp_path / "a", tmp_path / "b"
-    Simulation(cfg, NP_BE, a, progress=False).run()
-    with pytest.raises(dies_after.Interrupted):
-        dies_after(cfg, NP_BE, b, progress=False, n=7).run()
-    with h5py.File(b / CHECKPOINT, "r") as f:
-        assert int(f.attrs["step"]) == 6 and "iter_jacobian_F" in f  # the path under test
-    Simulation(cfg, NP_BE, b, progress=False).run(resume=True)
-    for name in ("profiles.csv", "scalars.csv"):
-        assert (a / name).read_bytes() == (b / name).read_bytes(), name
+    kept_jacobian_resume(cfg, NP_BE, n=7, checkpoint_step=6)
 
 
 def test_emulated_speculation_through_the_iteration_graph(emulated_cuda, fake_graph_capture, monkeypatch):
@@ -293,10 +286,7 @@ def test_emulated_speculation_through_the_iteration_graph(emulated_cuda, fake_gr
     gpu tests have it): 8 steps with and without it bitwise equal, stages taken."""
     from solver.bsp.simulation import Simulation
     _EagerGraph(emulated_cuda.iter_graph, monkeypatch)
-    names = ("eigen", "Frechet", "construct_linsys", "solve_linsys", "newton_rhs", "newton_norms", "newton_norms_tail",
-             "deps_dx", "iter_start", "linsys_rhs", "newton_iteration")
-    table = {p: emulated_cuda.TABLE[p] for p in names}
-    monkeypatch.setattr(kernels, "REGISTRY", Registry("bsp", {"numpy": lambda: table}))
+    _emulated_iter_table(emulated_cuda, monkeypatch)
     runs = {}
     for flag in ("false", "true"):
         sim = Simulation(load(None, TINY + ["time.cfl=0.01", "time.steps=8", "numerics.iter_graph=true",

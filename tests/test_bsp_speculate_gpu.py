@@ -52,24 +52,12 @@ def test_gpu_scal_kernel_forms_the_hosts_alpha(cupy_backend):
 
 
 @pytest.mark.gpu
-def test_gpu_run_resumed_with_a_kept_jacobian_bytewise(cupy_backend, tmp_path, dies_after):
+def test_gpu_run_resumed_with_a_kept_jacobian_bytewise(cupy_backend, kept_jacobian_resume):
     """A checkpoint between two Jacobian evaluations holds the kept Jacobian; the resumed step's first Newton
     iteration (iter_graph) must factor it first (iter_graph.newton_iteration: b shaped as construct_linsys's, the
     bug a SIGINT at step 531 of the standard mesh found, session 23) and the run ends byte for byte as the
     uninterrupted one, with numerics.bte_speculate on."""
-    import h5py
-
-    from solver.bsp.simulation import CHECKPOINT, Simulation
     cfg = load(None, ["mesh.N_sbn=6", "mesh.NX=65", "mesh.NZ=65", "mesh.NW=60", "mesh.NPHI=12", "time.steps=9",
                       "numerics.backend=cupy", "time.t_end_ps=null", "output.progress=false",
                       "output.checkpoint_every_steps=7"])
-    a, b = tmp_path / "a", tmp_path / "b"
-    Simulation(cfg, cupy_backend, a, progress=False).run()
-    with pytest.raises(dies_after.Interrupted):
-        dies_after(cfg, cupy_backend, b, progress=False, n=8).run()
-    with h5py.File(b / CHECKPOINT, "r") as f:
-        assert int(f.attrs["step"]) == 7 and "iter_jacobian_F" in f  # the path under test
-    sim = Simulation(cfg, cupy_backend, b, progress=False)
-    sim.run(resume=True)
-    for name in ("profiles.csv", "scalars.csv"):
-        assert (a / name).read_bytes() == (b / name).read_bytes(), name
+    kept_jacobian_resume(cfg, cupy_backend, n=8, checkpoint_step=7)

@@ -45,7 +45,7 @@ def phase(self, name):
 
 
 timing.PhaseTimer.phase = phase
-_run, _wait = iter_graph.IterGraph.run, iter_graph.IterGraph._wait
+_run = iter_graph.IterGraph.run
 
 
 def run(self, *a, **k):
@@ -54,26 +54,20 @@ def run(self, *a, **k):
     return _run(self, *a, **k)
 
 
-def wait(self):
-    if on[0]:
-        stamps.append(("wait>", T()))
-    _wait(self)
-    if on[0]:
-        stamps.append(("<wait", T()))
+def stamped(fn):
+    """A host wait of IterGraph stamped as wait> / <wait: _wait, and _wait_mark (numerics.bte_speculate's wait for
+    the iteration's copies only)."""
+    def wait(self, *a):
+        if on[0]:
+            stamps.append(("wait>", T()))
+        fn(self, *a)
+        if on[0]:
+            stamps.append(("<wait", T()))
+    return wait
 
 
-_wait_mark = iter_graph.IterGraph._wait_mark
-
-
-def wait_mark(self, mark):  # numerics.bte_speculate's wait (for the iteration's copies only)
-    if on[0]:
-        stamps.append(("wait>", T()))
-    _wait_mark(self, mark)
-    if on[0]:
-        stamps.append(("<wait", T()))
-
-
-iter_graph.IterGraph.run, iter_graph.IterGraph._wait, iter_graph.IterGraph._wait_mark = run, wait, wait_mark
+G = iter_graph.IterGraph
+G.run, G._wait, G._wait_mark = run, stamped(G._wait), stamped(G._wait_mark)
 be = get_backend("cupy")
 cfg = load("config/bsp/dgmosfet.yaml", [f"mesh.N_sbn={ns}", f"mesh.NX={nx}", f"mesh.NZ={nz}", f"mesh.NW={nw}",
                                         f"mesh.NPHI={nphi}", "output.progress=false", "numerics.backend=cupy",

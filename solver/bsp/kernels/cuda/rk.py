@@ -128,11 +128,10 @@ def stage_update(model, backend, s, Phi0, Phi, G, Lc, tx, deps_dx, A_eps, dt):
     PhiHat = cp.empty((NX, NV, NS, NW), dtype=cp.float64)
     rho = cp.empty((NX, NV, NS), dtype=cp.float64)
     if on_device(A_eps):  # numerics.bte_speculate: A_eps still on the device (ITER's tail, not read yet)
-        stage_into(model, backend, s, P0, P, Gc, Lcc, f64(cp, tx), f64(cp, deps_dx), out, rho, PhiHat,
-                   scal=scal_into(model, A_eps, dt, cp.empty(2)))
+        scalars = {"scal": scal_into(model, A_eps, dt, cp.empty(2))}
     else:
-        stage_into(model, backend, s, P0, P, Gc, Lcc, f64(cp, tx), f64(cp, deps_dx), out, rho, PhiHat,
-                   alpha=float(A_eps * model.A3), dt=dt)  # alpha as weno.weno_phi forms it
+        scalars = {"alpha": float(A_eps * model.A3), "dt": dt}  # alpha as weno.weno_phi forms it
+    stage_into(model, backend, s, P0, P, Gc, Lcc, f64(cp, tx), f64(cp, deps_dx), out, rho, PhiHat, **scalars)
     return out.astype(Phi.dtype, copy=False), rho.astype(Phi.dtype, copy=False), PhiHat.astype(Phi.dtype, copy=False)
 
 
