@@ -342,6 +342,48 @@ def test_pack_keeps_the_small_files(tmp_path):
         assert len(tar.getnames()) == 2
 
 
+def test_refresh_adds_another_study_s_points(bias_runs, tmp_path, monkeypatch):
+    """tools/bsp/iv_refresh.py --out --add: the tables of one study's points and another's, each point's trace from
+    its own study's traces_packed.csv (the other study's trace of a point it has too is left out); the studies
+    themselves untouched; a point in both is refused."""
+    import importlib.util
+    import shutil
+    from pathlib import Path
+
+    from solver import io
+
+    spec = importlib.util.spec_from_file_location("iv_refresh", Path(__file__).parents[1] / "tools/bsp/iv_refresh.py")
+    rf = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(rf)
+    saved = {}
+    save = io.save_figure
+    monkeypatch.setattr(io, "save_figure", lambda fig, path, **kw: saved.update({Path(path).name: fig}) or save(fig, path, **kw))
+    a, b = tmp_path / "a", tmp_path / "b"
+    names = {k: v.name for k, v in bias_runs.items()}
+    for study, keys in ((a, [(0.3, 0.1), (0.5, 0.1), (0.7, 0.1)]), (b, [(0.5, 0.05), (0.5, 0.2), (0.5, 0.1)])):
+        rows = []
+        for k in keys:
+            shutil.copytree(bias_runs[k], study / "runs" / "m" / "cupy_t1" / names[k])
+            rows += [{"run": names[k], "step": s, "time_ps": 1e-3 * s, "current_A_per_m": (100.0 if study == a else -1.0)}
+                     for s in range(3)]
+        pd.DataFrame(rows).to_csv(study / "traces_packed.csv", index=False)
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(json.dumps({"iv": {"vg": [0.3, 0.5, 0.7], "idvg_vds": [0.1], "idvd_vg": [0.5], "vds": [0.05, 0.1, 0.2],
+                                      "vth_current_A_per_m": 10.0, "bottom_gate_V": None}}))
+    add = [str(b / "runs" / "m" / "cupy_t1" / names[k]) for k in [(0.5, 0.05), (0.5, 0.2)]]
+    assert rf.main(str(a), str(cfg), str(tmp_path / "both"), add) == 0
+    pts = pd.read_csv(tmp_path / "both" / "points.csv")
+    assert sorted(pts["point"]) == sorted(names.values())
+    assert len(json.loads((tmp_path / "both" / "refresh.json").read_text())["runs"]) == 5
+    ax = saved["traces.png"].axes
+    assert len([x for x in ax if x.get_title()]) >= 5
+    lines = {x.get_title().split()[0]: x.lines[0].get_ydata() for x in ax if x.get_title() and x.lines}
+    assert set(lines[names[(0.5, 0.1)]]) == {100.0}  # its own study's trace, not b's of the same point
+    assert set(lines[names[(0.5, 0.2)]]) == {-1.0}
+    assert not (a / "points.csv").exists() and not (b / "points.csv").exists()
+    assert rf.main(str(a), str(cfg), str(tmp_path / "x"), [str(b / "runs" / "m" / "cupy_t1" / names[(0.5, 0.1)])]) == 2
+
+
 # ------------------------------------------------------------------------------ faulted points
 def test_figures_of_merit_leave_faulted_points_out():
     """A faulted point (status fault, NaN Id) is left out of its curves' figures of merit, which stay

@@ -18,10 +18,10 @@
 #   usage (repository root): SOLVER_SOURCE_COMMIT=<commit sent> bash tools/bsp/iv_device.sh   # again until status is empty
 # (the device copy may carry an older .git: SOLVER_SOURCE_COMMIT names the code in every run.json)
 # On a host with several GPUs the points spread over them (the iv rule runs `solver run --gpu auto`).
-# IV_LIMIT_S, IV_RESULTS, IV_GPU_SLOTS (concurrent points, default 16 per GPU), CONFIG (default config/gpu.yaml;
+# IV_LIMIT_S, IV_RESULTS, IV_GPU_SLOTS (concurrent points, default the config's iv.points_per_gpu per GPU), CONFIG (default config/gpu.yaml;
 # config/smoke.yaml tries it on a CPU) are campaign settings, not variants.  IV_TARGET (default figures_of_merit.csv):
-# the Snakemake target, a path under the study's folder, e.g. runs/<mesh>/cupy_t1/<point>/run.json to run one point
-# (the partial collect then tables the finished points).
+# the Snakemake target, a path under the study's folder, e.g. runs/<mesh>/cupy_t1/<point>/run.json to run one point,
+# or several such paths separated by spaces (the partial collect then tables the finished points).
 PY=python3 BSP_OUT_DEFAULT=/tmp/iv_out BSP_WHL=1; . "$(dirname "$0")/_preamble.sh"  # set -u, env, OUT, PY, .whl
 IV_RESULTS=${IV_RESULTS:-scratch/iv}
 CONFIG=${CONFIG:-config/gpu.yaml}
@@ -29,7 +29,7 @@ LIMIT=${IV_LIMIT_S:-540}
 t0=$SECONDS
 M=$(bsp_machine)
 # the study's folder (iv.folder: config/iv_standard.yaml's iv_standard) and mesh, from the config
-read -r FOLDER MESH < <(python3 -c "import yaml; c = yaml.safe_load(open('$CONFIG'))['iv']; print(c.get('folder', 'iv'), c['mesh'])")
+read -r FOLDER MESH PPG < <(python3 -c "import yaml; c = yaml.safe_load(open('$CONFIG'))['iv']; print(c.get('folder', 'iv'), c['mesh'], c.get('points_per_gpu', 16))")
 D=$IV_RESULTS/$M/$FOLDER; mkdir -p "$D"
 n=$(ls "$IV_RESULTS"/.call_* 2>/dev/null | wc -l); touch "$IV_RESULTS/.call_$n"
 echo "== call $n on $M ($(ls /dev/nvidia[0-9]* 2>/dev/null | wc -l) GPUs, $(nproc) cores): $CONFIG, results in $D, limit ${LIMIT} s"
@@ -48,7 +48,8 @@ if [ -f "$D/.partial" ]; then
     "$D"/idvg_linear.png "$D"/idvd.png "$D"/traces.png "$D/.partial"
 fi
 NGPU=$(ls /dev/nvidia[0-9]* 2>/dev/null | wc -l); [ "$NGPU" -ge 1 ] || NGPU=1
-SMK=(snakemake "$D/${IV_TARGET:-figures_of_merit.csv}" --cores "$(nproc)" --configfile "$CONFIG" --config "results_dir=$IV_RESULTS")
+TGT=(); for t in ${IV_TARGET:-figures_of_merit.csv}; do TGT+=("$D/$t"); done  # IV_TARGET: one path or several, spaces between
+SMK=(snakemake "${TGT[@]}" --cores "$(nproc)" --configfile "$CONFIG" --config "results_dir=$IV_RESULTS")
 echo "== snakemake ($((SECONDS-t0)) s)"
 # a call cut by SIGINT leaves .snakemake/ locked and its jobs incomplete: unlock, rerun those
 "${SMK[@]}" --unlock > /dev/null 2>&1
@@ -67,7 +68,7 @@ for g, d in iv.points(c):
     if iv.t_max_ps(c, g) > base:
         print('$D/runs/' + c['mesh'] + '/cupy_t1/' + iv.point_name(g, d, c.get('bottom_gate_V')) + '/run.json')")
 PRIO=(); [ -n "$LONG" ] && [ -z "${IV_TARGET:-}" ] && PRIO=(--prioritize $LONG)  # (--prioritize adds its files as targets)
-[ "$left" -gt 0 ] && timeout -s INT -k 20 "$left" "${SMK[@]}" "${PRIO[@]}" --resources gpu="${IV_GPU_SLOTS:-$((16 * NGPU))}" --keep-going --rerun-incomplete \
+[ "$left" -gt 0 ] && timeout -s INT -k 20 "$left" "${SMK[@]}" "${PRIO[@]}" --resources gpu="${IV_GPU_SLOTS:-$((PPG * NGPU))}" --keep-going --rerun-incomplete \
   --rerun-triggers params input > "$OUT/snakemake_$n.log" 2>&1
 echo "snakemake rc=$? ($((SECONDS-t0)) s; 124: cut at the limit, call again)"; tail -3 "$OUT/snakemake_$n.log"
 "${SMK[@]}" -n --quiet rules --rerun-triggers params input > "$OUT/status_$n.txt" 2>&1
