@@ -4,7 +4,8 @@
 # `compute-sanitizer --tool racecheck`, in variants that turn the CUDA graphs off one by one, REPEATS times each, spread
 # over the host's GPUs (one run per GPU at a time; a plain 1-step run of each variant first fills CuPy's kernel cache).
 #   OUT=... SOLVER_SOURCE_COMMIT=<commit> bash tools/bsp/racecheck_probe_device.sh      (REPEATS, default 2;
-#   VARIANTS, default "default no_iter_graph no_linsys_graph no_graphs")
+#   VARIANTS, default "default no_iter_graph no_linsys_graph no_graphs"; RC_TIMEOUT_S, default 240: each sanitizer run's
+#   limit; session 24 saw finished runs take ~90 s and half the runs not finish in 240 s, docs/performance.md §26)
 # Variants: default; no_iter_graph (numerics.iter_graph=false); no_linsys_graph (numerics.linsys_graph=false);
 # no_graphs (both off; numerics.bte_graph is off by default). $OUT/rc.tgz (rc_<variant>_<k>.log, the sanitizer's log,
 # and .out, the run's output) and $OUT/table.txt: per run the exit code, whether the internal error was there, and the
@@ -28,7 +29,7 @@ run_one() {  # GPU VARIANT K
   # shellcheck disable=SC2086
   CUDA_VISIBLE_DEVICES=$g $PY "${R[@]}" --out "/tmp/rcw_${v}_$k" ${V[$v]} > /dev/null 2>&1
   # shellcheck disable=SC2086
-  CUDA_VISIBLE_DEVICES=$g timeout 240 compute-sanitizer --tool racecheck --log-file "$OUT/rc_${v}_$k.log" \
+  CUDA_VISIBLE_DEVICES=$g timeout "${RC_TIMEOUT_S:-240}" compute-sanitizer --tool racecheck --log-file "$OUT/rc_${v}_$k.log" \
     $PY "${R[@]}" --out "/tmp/rc_${v}_$k" ${V[$v]} > "$OUT/rc_${v}_$k.out" 2>&1
   local rc=$?
   local internal=no; grep -q "Internal Sanitizer Error" "$OUT/rc_${v}_$k.log" 2>/dev/null && internal=yes
