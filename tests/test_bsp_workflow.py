@@ -475,12 +475,18 @@ def test_iv_standard_config_plans_twelve_points_on_the_standard_mesh():
 
 @needs_snakemake
 def test_iv_standard_hold_config_plans_the_twelve_points_with_hold_and_timed_checkpoints():
-    """config/iv_standard_hold.yaml (planned, docs/iv.md §22): the same 12 points under iv_standard_hold/, every one with
-    steady.hold_windows 1 and checkpoints by wall time only; 1.5 ps above threshold, 2.5 ps below."""
+    """config/iv_standard_hold.yaml (docs/iv.md §22, §23): the same 12 points under iv_standard_hold/, every one with
+    steady.hold_windows 1 and checkpoints by wall time only; 1.5 ps above threshold, 2.5 ps below; every point
+    --gpu auto, one per GPU (iv.points_per_gpu 1, read by tools/bsp/iv_device.sh)."""
+    import yaml
+
     cmds = _iv_config_runs("config/iv_standard_hold.yaml")
     assert len(cmds) == 12, cmds
+    for name in ("iv_standard_hold", "iv_standard"):
+        assert yaml.safe_load(open(f"config/{name}.yaml"))["iv"]["points_per_gpu"] == 1
     for c in cmds:
         assert "/iv_standard_hold/runs/6x65x65x300x48/cupy_t1/vg" in c and "--set steady.hold_windows=1" in c, c
+        assert "--gpu auto " in c, c  # long_points_gpu shared
         assert "--set output.checkpoint_every_steps=0 --set output.checkpoint_every_s=120 " in c, c
         low = "/vg-0.200_vds" in c or "/vg-0.300_vds" in c
         assert ("time.t_end_ps=2.5 " in c) == low and ("time.t_end_ps=1.5 " in c) != low, c
