@@ -105,3 +105,56 @@ def test_aside_on_the_cpu_and_outside_any_phase():
     out = tm.end_step()
     assert out["step/BTE"] >= 0.05 and out["step/ITER"] < 0.02 and out["step"] >= 0.05
     assert "alone" in out and tm._stack == []
+
+
+def test_max_depth_records_the_phases_and_no_events_for_the_kernels():
+    """max_depth 2 (output.timers: phases): step, step/BTE, step/ITER recorded as under max_depth None, the kernels
+    under them not recorded and given no events; an aside inside an unrecorded kernel pauses the recorded ITER and
+    is its sibling; its own kernels are not recorded either."""
+    be, clock = _fake_backend()
+    tm = PhaseTimer(be, max_depth=2)
+    with tm.phase("step"):  # 1
+        with tm.phase("BTE"):  # 2
+            with tm.phase("WENO_x"):  # no event
+                clock["t"] += 10.0
+                with tm.phase("inner"):
+                    pass
+        # BTE stop 13
+        with tm.phase("ITER"):  # 14
+            with tm.phase("eigen"):
+                clock["t"] += 5.0
+                with tm.aside("BTE"):  # ITER cut 20, BTE start 21
+                    with tm.phase("overlap"):  # not recorded
+                        clock["t"] += 100.0
+                # BTE stop 122, ITER start 123
+            clock["t"] += 1.0
+        # ITER stop 125, step stop 126
+    out = tm.end_step()
+    assert out == pytest.approx({"step": 125e-3, "step/BTE": 11e-3 + 101e-3, "step/ITER": 6e-3 + 2e-3})
+    assert clock["created"] == 10  # step, BTE, ITER, the aside's BTE: two events each; ITER's second interval: 2
+    assert dict(tm.calls) == {"step": 1, "step/BTE": 2, "step/ITER": 1}
+    assert tm._stack == [] and tm._open == [] and tm._skip == 0
+
+
+def test_output_timers_phases_times_the_phases_and_changes_no_result(tmp_path):
+    """output.timers: phases on a run: the same scalars, profiles and configuration hash as kernels; the timers hold
+    step, step/BTE, step/DENS and step/ITER only."""
+    from solver import provenance
+    from solver.backend import get_backend
+    from solver.bsp.model import load
+    from solver.bsp.simulation import Simulation
+
+    res = {}
+    for mode in ("kernels", "phases"):
+        cfg = load("config/bsp/dgmosfet.yaml", ["mesh.N_sbn=3", "mesh.NX=9", "mesh.NZ=9", "mesh.NW=12", "mesh.NPHI=8",
+                                                "time.steps=3", "time.t_end_ps=null", f"output.timers={mode}"])
+        sim = Simulation(cfg, get_backend("numpy"), out_dir=tmp_path / mode)
+        sim.run()
+        res[mode] = (sim, provenance.config_hash(cfg))
+    (a, ha), (b, hb) = res["kernels"], res["phases"]
+    assert ha == hb
+    for f in ("scalars.csv", "profiles.csv"):
+        assert (tmp_path / "kernels" / f).read_bytes() == (tmp_path / "phases" / f).read_bytes(), f
+    assert set(b.timer.calls) == {"step", "step/BTE", "step/DENS", "step/ITER"}
+    assert {"step/BTE/WENO_x", "step/ITER/eigen"} <= set(a.timer.calls)
+    assert {k: a.timer.calls[k] for k in b.timer.calls} == dict(b.timer.calls)
