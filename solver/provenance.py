@@ -125,7 +125,7 @@ def _gpu_slot():
 # section 20.5): its default changed from walk to tile, and checkpoints written before (with or without the key) resume.
 # output.checkpoint_every_s (a wall-clock checkpoint interval) decides only where checkpoints fall, never a result.
 HASH_NEUTRAL = (("output", "on_fault"), ("numerics", "wenox_kernel"), ("output", "checkpoint_every_s"),
-                ("numerics", "bte_speculate"), ("output", "timers"))
+                ("numerics", "bte_speculate"))
 
 
 def config_hash(config) -> str:

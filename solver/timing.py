@@ -8,10 +8,6 @@ call counts accumulate over the run.  ``aside(name)`` inside an open phase times
 sibling: the open phase's interval stops before the block and starts again after it (a phase may so
 hold several intervals; they add up), so work enqueued in the middle of a phase (numerics.bte_speculate:
 the next stage's BTE launched inside ITER, before ITER's host read) is booked under its own name.
-``max_depth`` (None: every phase) records only the phases at most that deep (``step`` 1, ``step/BTE`` 2): deeper
-ones cost nothing (no events, no keys) and fall inside their recorded parent's interval (the BSP key
-``output.timers: phases``, docs/performance.md §27: ~57 phases per GPU step, two events each, are host work on a
-host-bound step).  ``aside`` inside an unrecorded phase pauses the innermost recorded one.
 """
 from __future__ import annotations
 
@@ -21,16 +17,14 @@ from contextlib import contextmanager
 
 
 class PhaseTimer:
-    def __init__(self, backend=None, enabled: bool = True, max_depth: int | None = None):
+    def __init__(self, backend=None, enabled: bool = True):
         self.backend = backend
         self.enabled = enabled
-        self.max_depth = max_depth
-        self._skip = 0  # open phases deeper than max_depth (not recorded)
         self._gpu = bool(backend is not None and backend.is_gpu)
         self._stack: list[str] = []
         self._open: list[list] = []  # per open phase: [its interval's start] (a GPU event or perf_counter)
         self._pending: list[tuple[str, object, object]] = []  # GPU event pairs of this step
-        self._free: list = []  # GPU events read and free again (a pool: ~57 phases per step, two events each)
+        self._free: list = []  # GPU events read and free again (a pool: ~26 phases per standard step, two events each)
         self._step: dict[str, float] = defaultdict(float)
         self.totals: dict[str, float] = defaultdict(float)
         self.calls: dict[str, int] = defaultdict(int)
@@ -40,13 +34,6 @@ class PhaseTimer:
     def phase(self, name: str):
         if not self.enabled:
             yield
-            return
-        if self._skip or (self.max_depth is not None and len(self._stack) >= self.max_depth):
-            self._skip += 1
-            try:
-                yield
-            finally:
-                self._skip -= 1
             return
         self._stack.append(name)
         key = "/".join(self._stack)
@@ -70,12 +57,10 @@ class PhaseTimer:
             return
         inner, slot = self._stack.pop(), self._open.pop()
         self._close("/".join(self._stack + [inner]), slot[0])
-        skip, self._skip = self._skip, 0  # inside unrecorded phases: the block is the recorded one's sibling
         try:
             with self.phase(name):
                 yield
         finally:
-            self._skip = skip
             slot[0] = self._mark()
             self._stack.append(inner)
             self._open.append(slot)

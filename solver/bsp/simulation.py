@@ -86,7 +86,7 @@ class Simulation:
         self.out = Path(out_dir) if out_dir is not None else None
         self.progress = cfg["output"]["progress"] if progress is None else progress
         self.log = log
-        self.timer = self._step_timer()
+        self.timer = PhaseTimer(self.backend)
         self._defer_check = self.backend.is_gpu  # the stage's density check read with ITER's (_check_density)
         self._speculate = kernels.bte_speculate(self.model, self.backend)  # numerics.bte_speculate (_Speculation)
         self.speculation = {"bte_speculated": 0, "bte_speculation_dropped": 0}
@@ -363,11 +363,6 @@ class Simulation:
             return None
         self.xp.cuda.get_current_stream().wait_event(done)
         return dx
-
-    def _step_timer(self) -> PhaseTimer:
-        """The step's PhaseTimer: every phase and kernel (output.timers kernels), or step, BTE, DENS and ITER only
-        (phases: no events for the kernels, docs/performance.md §27)."""
-        return PhaseTimer(self.backend, max_depth=2 if self.cfg["output"].get("timers") == "phases" else None)
 
     # ------------------------------------------------------------------ outputs
     def scalar_fields(self, st: State) -> dict:
@@ -828,7 +823,7 @@ class Simulation:
                            ramp_faults=faults + [f"ramp {src['ramp_ps']:g} ps: {str(exc).split(';')[0]}"])
         for name in ("_V_last", "_last_step_kept", "_jacobian", "_pending_dx", "_last_dt", "_checkpoint_step"):
             self.__dict__.pop(name, None)
-        self.timer = self._step_timer()
+        self.timer = PhaseTimer(self.backend)
         self._timer_rows = []
         self.scalars = []
         if self.monitor is not None:

@@ -16,13 +16,12 @@
 #       speculate  numerics.bte_speculate false against true as `tile` does (standard 3 rounds, fine 2), then with it
 #               the coarse 0.1 ps validation and two 10-step standard runs byte for byte (session 23)
 #       graph_spec  numerics.bte_graph false against true as `tile` does, numerics.bte_speculate on (session 23)
-#       timers  output.timers kernels against phases as `tile` does (session 24: predicted, not yet measured)
 #       hybrid  numerics.contact_rule hybrid on two subthreshold I-V points (HYBRID_S s, one per GPU)
 #       bench   the bsp_bench cases of config/gpu.yaml (cupy, 200 after 5; numba 16/8/4/2/1 threads)
 #               and the authors' Newton on three meshes, for the same-call comparison
 # Logs and tables go to $OUT/<part>/ (packed as $OUT/<part>.tgz); a short table is printed last.
 PY=python3; . "$(dirname "$0")/_preamble.sh"  # set -u, env (PYTHONPATH: tools/*.py import solver from this tree), OUT
-PART=${1:?part: ab | graph | graph_spec | timers | tile | speculate | checks | bench | final | lean | x4 | fast2 | hybrid}
+PART=${1:?part: ab | graph | graph_spec | tile | speculate | checks | bench | final | lean | x4 | fast2 | hybrid}
 BASE=${BASE:-_dev/base}
 L=/tmp/session_$PART; rm -rf "$L"; mkdir -p "$L"
 t0=$SECONDS; left() { echo $(( $1 - (SECONDS - t0) )); }
@@ -58,16 +57,15 @@ validate_repeat() {
 }
 # interleave KEY V1 V2: numerics.KEY = V1 / V2 interleaved, each a process: the standard mesh 3 rounds (200 steps after
 # 5), the fine mesh 2 rounds (100 after 5), runs named std_<V>_<round> / fine_<V>_<round>; $L/summary.csv of them
-interleave() {  # KEY VALUES...: KEY under numerics unless it names its section (output.timers)
+interleave() {
   local key=$1 r v; shift
-  [[ $key == *.* ]] || key=numerics.$key
   for r in 1 2 3; do for v in "$@"; do
     echo "== standard round $r $key $v ($((SECONDS-t0)) s)"
-    bench . "std_${v}_$r" --set "$key=$v" --case $STD:cupy:1:200:5
+    bench . "std_${v}_$r" --set "numerics.$key=$v" --case $STD:cupy:1:200:5
   done; done
   for r in 1 2; do for v in "$@"; do
     echo "== fine round $r $key $v ($((SECONDS-t0)) s)"
-    bench . "fine_${v}_$r" --set "$key=$v" --case $FINE:cupy:1:100:5
+    bench . "fine_${v}_$r" --set "numerics.$key=$v" --case $FINE:cupy:1:100:5
   done; done
   echo "part,mesh,backend,threads,steps,step_ms,bte_ms,dens_ms,iter_ms,newton_per_step" > "$L/summary.csv"
   for d in "$L"/*/; do row "$(basename "$d")" >> "$L/summary.csv"; done
@@ -116,9 +114,6 @@ speculate)
   ;;
 graph_spec)
   interleave bte_graph false true  # with numerics.bte_speculate as configured (auto: on)
-  ;;
-timers)
-  interleave output.timers kernels phases  # the step's kernel events against none (docs/performance.md §27)
   ;;
 checks)
   echo "== gpu tests ($((SECONDS-t0)) s)"
