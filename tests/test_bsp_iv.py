@@ -382,6 +382,10 @@ def test_refresh_adds_another_study_s_points(bias_runs, tmp_path, monkeypatch):
     assert set(lines[names[(0.5, 0.2)]]) == {-1.0}
     assert not (a / "points.csv").exists() and not (b / "points.csv").exists()
     assert rf.main(str(a), str(cfg), str(tmp_path / "x"), [str(b / "runs" / "m" / "cupy_t1" / names[(0.5, 0.1)])]) == 2
+    assert rf.main(str(a), str(cfg), str(tmp_path / "x"), add + add[:1]) == 2  # one point twice
+    assert rf.main(str(a), str(cfg), str(tmp_path / "x"), [add[0] + "/run.json"]) == 2  # not a point folder
+    assert rf.main(str(a), str(cfg), None, add) == 2  # --add without --out
+    assert not (tmp_path / "x").exists()
 
 
 # ------------------------------------------------------------------------------ faulted points

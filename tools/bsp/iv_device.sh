@@ -29,7 +29,7 @@ LIMIT=${IV_LIMIT_S:-540}
 t0=$SECONDS
 M=$(bsp_machine)
 # the study's folder (iv.folder: config/iv_standard.yaml's iv_standard) and mesh, from the config
-read -r FOLDER MESH PPG < <(python3 -c "import yaml; c = yaml.safe_load(open('$CONFIG'))['iv']; print(c.get('folder', 'iv'), c['mesh'], c.get('points_per_gpu', 16))")
+read -r FOLDER MESH PPG < <(python3 -c "import yaml; c = yaml.safe_load(open('$CONFIG'))['iv']; print(c.get('folder', 'iv'), c['mesh'], c.get('points_per_gpu', 16))")  # 16: the schema's default
 D=$IV_RESULTS/$M/$FOLDER; mkdir -p "$D"
 n=$(ls "$IV_RESULTS"/.call_* 2>/dev/null | wc -l); touch "$IV_RESULTS/.call_$n"
 echo "== call $n on $M ($(ls /dev/nvidia[0-9]* 2>/dev/null | wc -l) GPUs, $(nproc) cores): $CONFIG, results in $D, limit ${LIMIT} s"
@@ -48,7 +48,8 @@ if [ -f "$D/.partial" ]; then
     "$D"/idvg_linear.png "$D"/idvd.png "$D"/traces.png "$D/.partial"
 fi
 NGPU=$(ls /dev/nvidia[0-9]* 2>/dev/null | wc -l); [ "$NGPU" -ge 1 ] || NGPU=1
-TGT=(); for t in ${IV_TARGET:-figures_of_merit.csv}; do TGT+=("$D/$t"); done  # IV_TARGET: one path or several, spaces between
+read -ra TT <<< "${IV_TARGET:-figures_of_merit.csv}"  # IV_TARGET: one path or several, spaces between (no globbing)
+TGT=(); for t in "${TT[@]}"; do TGT+=("$D/$t"); done
 SMK=(snakemake "${TGT[@]}" --cores "$(nproc)" --configfile "$CONFIG" --config "results_dir=$IV_RESULTS")
 echo "== snakemake ($((SECONDS-t0)) s)"
 # a call cut by SIGINT leaves .snakemake/ locked and its jobs incomplete: unlock, rerun those

@@ -34,9 +34,17 @@ def main(study_dir: str, config: str, out: str | None = None, add: list[str] | N
         print(f"no point run.json under {d}/runs", file=sys.stderr)
         return 2
     added = [Path(a) for a in add or []]
-    clash = sorted({a.name for a in added} & {r.name for r in runs})
+    if added and not out:
+        print("--add needs --out (STUDY_DIR holds the rule's own tables)", file=sys.stderr)
+        return 2
+    bad = [str(a) for a in added if not (a / "run.json").is_file() or len(a.parents) < 3 or a.parents[2].name != "runs"]
+    if bad:
+        print(f"--add: not a point folder runs/<mesh>/<variant>/<point> with run.json: {', '.join(bad)}", file=sys.stderr)
+        return 2
+    names = [a.name for a in added] + [r.name for r in runs]
+    clash = sorted({n for n in names if names.count(n) > 1})
     if clash:
-        print(f"--add: {', '.join(clash)} already in {d}", file=sys.stderr)
+        print(f"--add: {', '.join(clash)} given twice (or already in {d})", file=sys.stderr)
         return 2
     runs += added
     dest = Path(out) if out else d
@@ -52,7 +60,7 @@ def main(study_dir: str, config: str, out: str | None = None, add: list[str] | N
         tr = pd.concat(frames, ignore_index=True)
         missing = sorted(set(pts["point"]) - set(tr["point"]))
         if missing:
-            print(f"traces.png left as it is: traces_packed.csv lacks {', '.join(missing)}")
+            print(f"traces.png not remade: traces_packed.csv lacks {', '.join(missing)}")
         else:
             iv.plot_traces(tr, pts, dest / "traces.png")
             print("traces.png remade from traces_packed.csv (thinned traces)")
@@ -71,6 +79,4 @@ if __name__ == "__main__":
     ap.add_argument("--out", help="write here instead of STUDY_DIR (with --add)")
     ap.add_argument("--add", nargs="+", default=[], metavar="POINT_DIR", help="points of another study")
     a = ap.parse_args()
-    if a.add and not a.out:
-        ap.error("--add needs --out (STUDY_DIR holds the rule's own tables)")
     sys.exit(main(a.study_dir, a.config, a.out, a.add))
