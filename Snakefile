@@ -3,7 +3,7 @@
 # workflow/rules/, helpers in workflow/rules/common.smk.
 from snakemake.utils import min_version, validate
 
-min_version("9.0")
+min_version("9.17")  # 9.17: a rule priority may be a function (rule iv_point)
 
 
 # config/config.yaml is the default; a --configfile given on the command line (config/smoke.yaml,

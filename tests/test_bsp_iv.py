@@ -328,7 +328,7 @@ def test_pack_keeps_the_small_files(tmp_path):
     (study / "traces.csv").write_text("big\n")
     (study / "idvd.png").write_bytes(b"png")
     files = pk.pack(study, tmp_path / "out", "0")
-    assert [f.name for f in files] == ["iv_small_0.tgz", "iv_scalars_0.tar.xz"]
+    assert [f.name for f in files] == ["iv_small_0.tgz", "iv_scalars_0_0.tar"]
     with tarfile.open(files[0]) as tar:
         names = set(tar.getnames())
         tr = pd.read_csv(tar.extractfile("gpu-x/iv/traces_packed.csv"))
@@ -338,8 +338,48 @@ def test_pack_keeps_the_small_files(tmp_path):
     big = tr[tr["run"] == "vg0.000_vds0.050"]
     assert len(big) <= pk.MAX_ROWS + 1 and big["step"].iloc[0] == 0 and big["step"].iloc[-1] == 5000
     assert big["current_A_per_m"].iloc[-1] == 2500.0 and len(tr[tr["run"] == "seed_vg-0.200_vds0.050"]) == 30
+    import lzma
+
     with tarfile.open(files[1]) as tar:
-        assert len(tar.getnames()) == 2
+        assert sorted(tar.getnames()) == [f"gpu-x/iv/runs/m/cupy_t1/{r}/scalars.csv.xz"
+                                          for r in ("seed_vg-0.200_vds0.050", "vg0.000_vds0.050")]
+        got = lzma.decompress(tar.extractfile("gpu-x/iv/runs/m/cupy_t1/vg0.000_vds0.050/scalars.csv.xz").read())
+    assert got == (study / "runs/m/cupy_t1/vg0.000_vds0.050/scalars.csv").read_bytes()
+
+
+def test_pack_splits_the_full_traces_under_the_limit(tmp_path, monkeypatch, capsys):
+    """iv_pack's full traces: each run's scalars.csv compressed alone, laid largest first into at most MAX_PARTS tars
+    under LIMIT bytes (first fit decreasing); a run that fits none is named and left out."""
+    import importlib.util
+    import tarfile
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location("iv_pack", Path(__file__).parents[1] / "tools/bsp/iv_pack.py")
+    pk = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(pk)
+    base = tmp_path / "res"
+    rng = np.random.default_rng(1)
+    sizes = {"a": 60_000, "b": 45_000, "c": 30_000, "d": 20_000, "e": 200_000}  # random bytes: xz cannot shrink them
+    paths = []
+    for name, n in sizes.items():
+        f = base / "m" / "iv" / "runs" / name / "scalars.csv"
+        f.parent.mkdir(parents=True)
+        f.write_bytes(rng.bytes(n))
+        paths.append(f)
+    monkeypatch.setattr(pk, "LIMIT", 100_000)
+    monkeypatch.setattr(pk, "MAX_PARTS", 2)
+    (tmp_path / "out").mkdir()
+    files = pk._pack_scalars(paths, base, tmp_path / "out", "_7")
+    assert [f.name for f in files] == ["iv_scalars_7_0.tar", "iv_scalars_7_1.tar"]
+    members = []
+    for f in files:
+        assert f.stat().st_size <= 100_000
+        with tarfile.open(f) as tar:
+            members.append(sorted(n.split("/")[3] for n in tar.getnames()))
+    # first fit, largest first (each member ~2 kB more than its bytes, 10 kB for the tar's end): a; b (a new part);
+    # c (~32 kB: not beside a under 100 kB, beside b); d (~22 kB, beside a); e alone over the limit
+    assert members == [["a", "d"], ["b", "c"]]
+    assert "m/iv/runs/e/scalars.csv.xz" in capsys.readouterr().out  # over the limit alone
 
 
 def test_refresh_adds_another_study_s_points(bias_runs, tmp_path, monkeypatch):
@@ -505,3 +545,17 @@ def test_point_sets_are_the_rule_s_overrides():
     assert s == iv.run_sets(c, -0.3, 0.4) + ["mesh.N_sbn=6", "mesh.NX=65", "mesh.NZ=65", "mesh.NW=300", "mesh.NPHI=48",
                                               "numerics.bte_graph=true"]
     assert iv.mesh_sets({"mesh": "3x9x9x12x8"}) == ["mesh.N_sbn=3", "mesh.NX=9", "mesh.NZ=9", "mesh.NW=12", "mesh.NPHI=8"]
+
+
+def test_start_priority_orders_by_time_limit_then_vds_then_lower_vg():
+    """solver.bsp.iv.start_priority (rule iv_point's Snakemake priority): lexicographic in (t_max down, |V_DS| down,
+    V_G up) at the edges its docstring names: 0.001 ps, 0.001 V of V_DS up to 999 V, V_G 0.01 V apart within ±5 V."""
+    c = {"steady": {"t_max_ps": 1.5, "t_max_low_vg": {"vg_max": -0.2, "t_max_ps": 1.501}}}
+    p = iv.start_priority
+    assert p(c, -0.21, 0.0) > p(c, 4.99, 999.0)          # the longer time limit first, whatever V_DS
+    one = {"steady": {"t_max_ps": 1.5}}
+    assert p(one, 4.99, 0.051) > p(one, -4.99, 0.050)      # then the larger V_DS, whatever V_G
+    assert p(c, 0.0, -0.4) == p(c, 0.0, 0.4)               # |V_DS|
+    assert p(c, -0.19, 0.4) > p(c, -0.18, 0.4) > p(c, 4.99, 0.4)  # then the lower V_G
+    pts = [(g, d) for g in (-0.3, 0.0, 0.6) for d in (0.05, 0.4)]
+    assert len({p(c, g, d) for g, d in pts}) == len(pts)  # no ties

@@ -401,14 +401,19 @@ def test_smoke_dag_plans_the_bench_cases():
     assert ":cupy:" not in out  # smoke: gpu false
 
 
-def _iv_dry(tmp_path, iv_extra: str):
-    """Dry run (shell commands printed) of the smoke config's iv study with seeds (V_G = -0.3 V starts from a
-    seed at 0.3 V) and ``iv_extra`` (YAML flow items) in its iv section."""
+def _iv_extra(tmp_path, iv_extra: str) -> Path:
+    """A config file for the smoke config's iv study with seeds (V_G = -0.3 V starts from a seed at 0.3 V) and
+    ``iv_extra`` (YAML flow items) in its iv section."""
     extra = tmp_path / "iv.yaml"
     extra.write_text(f"iv: {{vg: [-0.3, 0.3, 0.5], low_vg_from: 0.3, low_vg_seed_ps: 0.01{iv_extra}}}\n")
+    return extra
+
+
+def _iv_dry(tmp_path, iv_extra: str):
+    """Dry run (shell commands printed) of the smoke config's iv study with seeds and ``iv_extra`` (_iv_extra)."""
     return subprocess.run([sys.executable, "-m", "snakemake", "iv_collect", "-n", "-p", "--forceall", "--cores", "2",
-                           "--configfile", "config/smoke.yaml", str(extra)], cwd=REPO, capture_output=True, text=True,
-                          timeout=120)
+                           "--configfile", "config/smoke.yaml", str(_iv_extra(tmp_path, iv_extra))], cwd=REPO,
+                          capture_output=True, text=True, timeout=120)
 
 
 @needs_snakemake
@@ -490,3 +495,43 @@ def test_iv_standard_hold_config_plans_the_twelve_points_with_hold_and_timed_che
         assert "--set output.checkpoint_every_steps=0 --set output.checkpoint_every_s=120 " in c, c
         low = "/vg-0.200_vds" in c or "/vg-0.300_vds" in c
         assert ("time.t_end_ps=2.5 " in c) == low and ("time.t_end_ps=1.5 " in c) != low, c
+
+
+def _priorities(out: str) -> dict:
+    """{job's point wildcard: its priority} from a dry run's job listing (seeds as seed_<point>)."""
+    pri, rule, point = {}, None, None
+    for ln in out.splitlines():
+        s = ln.strip()
+        if s.startswith("rule ") or s.startswith("localrule "):
+            rule, point = s.split()[1].rstrip(":"), None
+        elif s.startswith("wildcards: point="):
+            point = s.split("=", 1)[1].split(",")[0]
+        elif s.startswith("priority: ") and point is not None:
+            pri[("seed_" if rule == "iv_seed" else "") + point] = float(s.split()[1])
+    return pri
+
+
+@needs_snakemake
+def test_iv_points_start_longest_first(tmp_path):
+    """Rule iv_point's priority (solver.bsp.iv.start_priority): config/iv_standard_hold.yaml's points in the order of
+    session 25's run times (docs/iv.md §24): the 2.5 ps points first, then by V_DS down, then by V_G up; a seed
+    (the smoke study with seeds) above the point it seeds."""
+    r = subprocess.run([sys.executable, "-m", "snakemake", "iv_collect", "-n", "--forceall", "--cores", "1",
+                        "--configfile", "config/iv_standard_hold.yaml"], cwd=REPO, capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    pri = _priorities(r.stdout + r.stderr)
+    order = [p for p, _ in sorted(pri.items(), key=lambda kv: -kv[1])]
+    assert order == ["vg-0.300_vds0.400", "vg-0.200_vds0.400", "vg-0.200_vds0.050",
+                     "vg0.000_vds0.400", "vg0.300_vds0.400", "vg0.600_vds0.400",
+                     "vg0.000_vds0.200", "vg0.300_vds0.200", "vg0.600_vds0.200",
+                     "vg0.000_vds0.050", "vg0.300_vds0.050", "vg0.600_vds0.050"], order
+    r = subprocess.run([sys.executable, "-m", "snakemake", "iv_collect", "-n", "--forceall", "--cores", "2",
+                        "--configfile", "config/smoke.yaml", str(_iv_extra(tmp_path, ""))], cwd=REPO,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    pri = _priorities(r.stdout + r.stderr)
+    seeds = [p for p in pri if p.startswith("seed_")]
+    assert len(seeds) == 1 and len(pri) == 5, pri
+    fed = [p for p in pri if p.startswith("vg-0.300_")]  # the point that starts from the seed
+    assert len(fed) == 1 and pri[seeds[0]] == pri[fed[0]] + 1, pri

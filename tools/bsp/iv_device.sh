@@ -11,9 +11,9 @@
 # killed points are rerun and resume from their checkpoints (config/gpu.yaml: every 500 steps).
 # Each call warms CuPy's kernel cache with a 3-step run first (so the points do not all compile at
 # once).  The points below iv.low_vg_from start from short seed runs (iv.low_vg_seed_ps, docs/iv.md §8).
-# Files back in $OUT (at most 4, each well under 16 MB): iv_small_<n>.tgz (tables, figures, figures
+# Files back in $OUT (at most 6, each under 16 MB): iv_small_<n>.tgz (tables, figures, figures
 # of merit, every run's run.json and profiles.csv, thinned current traces, logs; tools/bsp/iv_pack.py),
-# iv_scalars_<n>.tar.xz (the full current traces, if under 15 MB), snakemake_<n>.log, status_<n>.txt
+# iv_scalars_<n>_<k>.tar (the full current traces, <run>/scalars.csv.xz, in at most 3 files of 15 MB), snakemake_<n>.log, status_<n>.txt
 # (the jobs still to run: empty when the study is done).  <n> counts the calls on this machine.
 #   usage (repository root): SOLVER_SOURCE_COMMIT=<commit sent> bash tools/bsp/iv_device.sh   # again until status is empty
 # (the device copy may carry an older .git: SOLVER_SOURCE_COMMIT names the code in every run.json)
@@ -58,18 +58,9 @@ left=$(( LIMIT - (SECONDS - t0) - 45 ))  # 45 s to stop, collect and pack
 if [ "$left" -lt 1 ]; then  # a slow warm-up ate the call: timeout would refuse the interval; collect and pack only
   echo "no time left for Snakemake in this call (${left} s after the warm-up): call again"; left=0
 fi
-# the points with the longer time limit (iv.steady.t_max_low_vg) first, so that the longest runs do not
-# start last (with IV_GPU_SLOTS = the GPU count, one point per GPU: list scheduling, longest first)
-LONG=$(python3 -c "
-import yaml
-from solver.bsp import iv
-c = yaml.safe_load(open('$CONFIG'))['iv']
-base = float(c['steady']['t_max_ps'])
-for g, d in iv.points(c):
-    if iv.t_max_ps(c, g) > base:
-        print('$D/runs/' + c['mesh'] + '/cupy_t1/' + iv.point_name(g, d, c.get('bottom_gate_V')) + '/run.json')")
-PRIO=(); [ -n "$LONG" ] && [ -z "${IV_TARGET:-}" ] && PRIO=(--prioritize $LONG)  # (--prioritize adds its files as targets)
-[ "$left" -gt 0 ] && timeout -s INT -k 20 "$left" "${SMK[@]}" "${PRIO[@]}" --resources gpu="${IV_GPU_SLOTS:-$((PPG * NGPU))}" --keep-going --rerun-incomplete \
+# the points start longest first (rule iv_point's priority: solver.bsp.iv.start_priority), so that with
+# IV_GPU_SLOTS = the GPU count (one point per GPU) the longest runs do not start last
+[ "$left" -gt 0 ] && timeout -s INT -k 20 "$left" "${SMK[@]}" --resources gpu="${IV_GPU_SLOTS:-$((PPG * NGPU))}" --keep-going --rerun-incomplete \
   --rerun-triggers params input > "$OUT/snakemake_$n.log" 2>&1
 echo "snakemake rc=$? ($((SECONDS-t0)) s; 124: cut at the limit, call again)"; tail -3 "$OUT/snakemake_$n.log"
 "${SMK[@]}" -n --quiet rules --rerun-triggers params input > "$OUT/status_$n.txt" 2>&1

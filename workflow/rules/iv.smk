@@ -85,6 +85,17 @@ def _iv_minutes(wc):
     return _minutes(bsp_seconds(IV_MESH, bsp_step_count(IV_MESH, f"ps{t_ps}"), IV_BACKEND))
 
 
+def _iv_priority(wc):
+    """A point's: longest first (solver.bsp.iv.start_priority)."""
+    return bsp_iv.start_priority(IV, *IV_BIAS[wc.point])
+
+
+def _iv_seed_priority(wc):
+    """A seed's: just above the highest point it seeds."""
+    fed = [q for q, s in IV_SOURCES.items() if s == "seed_" + wc.point]
+    return max(bsp_iv.start_priority(IV, *IV_BIAS[q]) for q in fed) + 1
+
+
 def iv_check_runs():
     """Validate every point's run configuration before any job runs (the message names the key)."""
     from solver.bsp import model as bsp_model
@@ -123,6 +134,7 @@ if IV_ON:
             backend=IV_BACKEND,
             nthreads=IV_THREADS,
         threads: IV_THREADS
+        priority: _iv_priority
         resources:
             **cluster(gpu=1 if IV_BACKEND == "cupy" else 0, mem_mb=lambda wc: bsp_mem_mb(IV_MESH), runtime=_iv_minutes),
         log:
@@ -150,6 +162,7 @@ if IV_ON:
             backend=IV_BACKEND,
             nthreads=IV_THREADS,
         threads: IV_THREADS
+        priority: _iv_seed_priority
         resources:
             **cluster(gpu=1 if IV_BACKEND == "cupy" else 0, mem_mb=lambda wc: bsp_mem_mb(IV_MESH), runtime=_iv_minutes),
         log:
