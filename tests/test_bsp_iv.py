@@ -304,16 +304,23 @@ def test_low_gate_points_start_from_young_seeds():
     assert cfg["continuation"]["save_final_state"] and not cfg["steady"]["enabled"]
 
 
-def test_pack_keeps_the_small_files(tmp_path):
-    """tools/bsp/iv_pack.py: tables, figures, run.json and thinned traces (first and last row kept),
-    never the states or the per-step timers."""
+def _iv_pack():
+    """tools/bsp/iv_pack.py as a module (a tool script, not in the package)."""
     import importlib.util
-    import tarfile
     from pathlib import Path
 
     spec = importlib.util.spec_from_file_location("iv_pack", Path(__file__).parents[1] / "tools/bsp/iv_pack.py")
     pk = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(pk)
+    return pk
+
+
+def test_pack_keeps_the_small_files(tmp_path):
+    """tools/bsp/iv_pack.py: tables, figures, run.json and thinned traces (first and last row kept),
+    never the states or the per-step timers."""
+    import tarfile
+
+    pk = _iv_pack()
     study = tmp_path / "res" / "gpu-x" / "iv"
     for name, n in (("vg0.000_vds0.050", 5001), ("seed_vg-0.200_vds0.050", 30)):
         r = study / "runs" / "m" / "cupy_t1" / name
@@ -350,13 +357,9 @@ def test_pack_keeps_the_small_files(tmp_path):
 def test_pack_splits_the_full_traces_under_the_limit(tmp_path, monkeypatch, capsys):
     """iv_pack's full traces: each run's scalars.csv compressed alone, laid largest first into at most MAX_PARTS tars
     under LIMIT bytes (first fit decreasing); a run that fits none is named and left out."""
-    import importlib.util
     import tarfile
-    from pathlib import Path
 
-    spec = importlib.util.spec_from_file_location("iv_pack", Path(__file__).parents[1] / "tools/bsp/iv_pack.py")
-    pk = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(pk)
+    pk = _iv_pack()
     base = tmp_path / "res"
     rng = np.random.default_rng(1)
     sizes = {"a": 60_000, "b": 45_000, "c": 30_000, "d": 20_000, "e": 200_000}  # random bytes: xz cannot shrink them
