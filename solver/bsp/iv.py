@@ -116,7 +116,7 @@ def start_priority(iv: dict, vg: float, vds: float) -> float:
     """Snakemake priority of a point (rule iv_point; its seed's too): on a host with fewer GPU slots than points,
     the points expected to take longest start first (list scheduling, longest first), so that none of them starts
     last.  The expected cost is ordered by the time limit (``t_max_ps``), then by V_DS (a larger drain voltage, a
-    smaller time step: 2.0-2.5x the steps per ps at 0.4 V as at 0.05 V on the standard mesh), then by the lower
+    smaller time step: 1.8-2.5x the steps per ps at 0.4 V as at 0.05 V on the standard mesh), then by the lower
     V_G (more steps per ps below threshold): docs/iv.md section 24.  Lexicographic in that order for time limits
     0.001 ps apart, |V_DS| 0.001 V apart (below 1000 V) and V_G 0.01 V apart (|V_G| < 5 V)."""
     return round(t_max_ps(iv, vg) * 1e3) * 1e9 + round(abs(float(vds)) * 1e3) * 1e3 - round(float(vg) * 1e2)
