@@ -318,6 +318,7 @@ def _iv_pack():
 def test_pack_keeps_the_small_files(tmp_path):
     """tools/bsp/iv_pack.py: tables, figures, run.json and thinned traces (first and last row kept),
     never the states or the per-step timers."""
+    import lzma
     import tarfile
 
     pk = _iv_pack()
@@ -345,8 +346,6 @@ def test_pack_keeps_the_small_files(tmp_path):
     big = tr[tr["run"] == "vg0.000_vds0.050"]
     assert len(big) <= pk.MAX_ROWS + 1 and big["step"].iloc[0] == 0 and big["step"].iloc[-1] == 5000
     assert big["current_A_per_m"].iloc[-1] == 2500.0 and len(tr[tr["run"] == "seed_vg-0.200_vds0.050"]) == 30
-    import lzma
-
     with tarfile.open(files[1]) as tar:
         assert sorted(tar.getnames()) == [f"gpu-x/iv/runs/m/cupy_t1/{r}/scalars.csv.xz"
                                           for r in ("seed_vg-0.200_vds0.050", "vg0.000_vds0.050")]

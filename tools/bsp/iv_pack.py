@@ -8,9 +8,10 @@ STUDY_DIR is results_dir/<machine>/iv.  Writes at most 1 + MAX_PARTS files into 
   of every run (traces_packed.csv: at most MAX_ROWS rows per run, always with its first and last
   row), the point logs and benchmarks.  A few MB for 15 coarse points.
 - iv_scalars[_TAG]_<k>.tar (k = 0, 1, ...): every run's full scalars.csv (one row per step: ~2.5 MB per 30k-step
-  point; ~8 MB as xz per 1e5 standard-mesh steps), each compressed alone (``<run>/scalars.csv.xz``, in parallel) and
-  the members laid into at most MAX_PARTS tars of at most LIMIT bytes each, largest first; a run that fits none is
-  left out, with a line naming it.  Unpack: ``tar xf iv_scalars_0_0.tar && unxz <run>/scalars.csv.xz``.
+  point; session 25's standard-mesh study: 30.6 MB as xz for 1.34e6 steps), each compressed alone
+  (``<run>/scalars.csv.xz``, in parallel) and the members laid into at most MAX_PARTS tars of at most LIMIT
+  bytes each, largest first; a run that fits none is left out, with a line naming it.
+  Unpack: ``tar xf iv_scalars_0_0.tar && unxz <run>/scalars.csv.xz``.
 Never packed: *.h5 (checkpoints and states, 31 MB each on the coarse mesh), timers.csv (one row
 per phase per step: tens of MB), traces.csv (the full traces again).
 """
@@ -53,10 +54,10 @@ def _xz(path: Path) -> bytes:
 
 
 def _pack_scalars(paths: list[Path], base: Path, out: Path, sfx: str) -> list[Path]:
-    """The full scalars.csv files, each compressed alone and in parallel (xz -6 makes ~1-2 MB/s: as one stream the
-    standard mesh's 12 traces, ~110 MB, were most of the ~140 s that packing took in session 25; threads: lzma lets the
-    GIL go while it compresses), then laid largest first into the first of at most MAX_PARTS tars where each fits under
-    LIMIT (first fit decreasing)."""
+    """The full scalars.csv files, each compressed alone and in parallel, then laid largest first into the first of at
+    most MAX_PARTS tars where each fits under LIMIT (first fit decreasing).  xz -6 makes ~1 MB/s on one core of the VM:
+    as one stream, the standard mesh's 12 traces (30.6 MB as xz) were most of the ~140 s that packing took in
+    session 25.  Threads, because lzma lets the GIL go while it compresses."""
     if not paths:
         return []
     with ThreadPoolExecutor(max_workers=max(1, min(len(paths), os.cpu_count() or 1))) as ex:
