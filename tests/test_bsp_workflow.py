@@ -409,11 +409,16 @@ def _iv_extra(tmp_path, iv_extra: str) -> Path:
     return extra
 
 
-def _iv_dry(tmp_path, iv_extra: str):
-    """Dry run (shell commands printed) of the smoke config's iv study with seeds and ``iv_extra`` (_iv_extra)."""
+def _iv_dryrun(*configfiles):
+    """Dry run of the iv study (all of it, --forceall; shell commands printed) under ``configfiles``."""
     return subprocess.run([sys.executable, "-m", "snakemake", "iv_collect", "-n", "-p", "--forceall", "--cores", "2",
-                           "--configfile", "config/smoke.yaml", str(_iv_extra(tmp_path, iv_extra))], cwd=REPO,
-                          capture_output=True, text=True, timeout=120)
+                           "--configfile", *map(str, configfiles)], cwd=REPO, capture_output=True, text=True,
+                          timeout=120)
+
+
+def _iv_dry(tmp_path, iv_extra: str):
+    """Dry run of the smoke config's iv study with seeds and ``iv_extra`` (_iv_extra)."""
+    return _iv_dryrun("config/smoke.yaml", _iv_extra(tmp_path, iv_extra))
 
 
 @needs_snakemake
@@ -457,8 +462,7 @@ def test_iv_folder_puts_a_second_study_beside_the_first(tmp_path):
 
 def _iv_config_runs(configfile: str) -> list[str]:
     """The `solver run` shell commands of a dry run of ``configfile``'s iv study (all of it, --forceall)."""
-    r = subprocess.run([sys.executable, "-m", "snakemake", "iv_collect", "-n", "-p", "--forceall", "--cores", "2",
-                        "--configfile", configfile], cwd=REPO, capture_output=True, text=True, timeout=120)
+    r = _iv_dryrun(configfile)
     assert r.returncode == 0, r.stderr[-2000:]
     return [ln for ln in (r.stdout + r.stderr).splitlines() if " -m solver run " in ln]
 
@@ -516,9 +520,7 @@ def test_iv_points_start_longest_first(tmp_path):
     """Rule iv_point's priority (solver.bsp.iv.start_priority): config/iv_standard_hold.yaml's points in the order of
     session 25's run times (docs/iv.md §24): the 2.5 ps points first, then by V_DS down, then by V_G up; a seed
     (the smoke study with seeds) above the point it seeds."""
-    r = subprocess.run([sys.executable, "-m", "snakemake", "iv_collect", "-n", "--forceall", "--cores", "1",
-                        "--configfile", "config/iv_standard_hold.yaml"], cwd=REPO, capture_output=True, text=True,
-                       timeout=120)
+    r = _iv_dryrun("config/iv_standard_hold.yaml")
     assert r.returncode == 0, r.stderr[-2000:]
     pri = _priorities(r.stdout + r.stderr)
     order = [p for p, _ in sorted(pri.items(), key=lambda kv: -kv[1])]
@@ -526,9 +528,7 @@ def test_iv_points_start_longest_first(tmp_path):
                      "vg0.000_vds0.400", "vg0.300_vds0.400", "vg0.600_vds0.400",
                      "vg0.000_vds0.200", "vg0.300_vds0.200", "vg0.600_vds0.200",
                      "vg0.000_vds0.050", "vg0.300_vds0.050", "vg0.600_vds0.050"], order
-    r = subprocess.run([sys.executable, "-m", "snakemake", "iv_collect", "-n", "--forceall", "--cores", "2",
-                        "--configfile", "config/smoke.yaml", str(_iv_extra(tmp_path, ""))], cwd=REPO,
-                       capture_output=True, text=True, timeout=120)
+    r = _iv_dry(tmp_path, "")
     assert r.returncode == 0, r.stderr[-2000:]
     pri = _priorities(r.stdout + r.stderr)
     seeds = [p for p in pri if p.startswith("seed_")]
